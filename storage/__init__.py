@@ -18,6 +18,14 @@ from storage.errors import (
     StorageError,
     format_error,
 )
+from storage.generators import (
+    community_features,
+    random_geometric,
+    rmat,
+    rmat_edges,
+    sbm,
+    split_masks,
+)
 
 __all__ = [
     "CSRGraph",
@@ -29,6 +37,12 @@ __all__ = [
     "SelfLoopPolicy",
     "StorageError",
     "as_tensor",
+    "community_features",
     "format_error",
     "index_dtype",
+    "random_geometric",
+    "rmat",
+    "rmat_edges",
+    "sbm",
+    "split_masks",
 ]

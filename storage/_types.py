@@ -6,6 +6,7 @@ import numpy as np
 import numpy.typing as npt
 
 Int32Array = npt.NDArray[np.int32]
+Float32Array = npt.NDArray[np.float32]
 Int64Array = npt.NDArray[np.int64]
 IndexArray = npt.NDArray[np.int32] | npt.NDArray[np.int64]
 FloatArray = npt.NDArray[np.float32] | npt.NDArray[np.float64]

@@ -35,7 +35,7 @@ from __future__ import annotations
 import enum
 import warnings
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import numba
 import numpy as np
@@ -379,7 +379,9 @@ class CSRGraph:
             )
             transposed = CSRGraph(
                 indptr=indptr,
-                indices=src[order].astype(self.indices.dtype, copy=False),
+                indices=cast(
+                    IndexArray, src[order].astype(self.indices.dtype, copy=False)
+                ),
                 num_nodes=self.num_nodes,
                 edge_weight=None
                 if self.edge_weight is None
