@@ -10,6 +10,7 @@ from storage.csr import (
     as_tensor,
     index_dtype,
 )
+from storage.dataset import GraphDataset
 from storage.errors import (
     DatasetError,
     FeatureError,
@@ -26,6 +27,7 @@ from storage.generators import (
     sbm,
     split_masks,
 )
+from storage.loaders import load_planetoid
 
 __all__ = [
     "CSRGraph",
@@ -33,6 +35,7 @@ __all__ = [
     "DuplicatePolicy",
     "FeatureError",
     "FormatError",
+    "GraphDataset",
     "GraphError",
     "SelfLoopPolicy",
     "StorageError",
@@ -40,6 +43,7 @@ __all__ = [
     "community_features",
     "format_error",
     "index_dtype",
+    "load_planetoid",
     "random_geometric",
     "rmat",
     "rmat_edges",
