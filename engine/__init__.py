@@ -1,1 +1,65 @@
-"""engine package."""
+"""Strata's dataflow engine: pipelines of named steps, run locally or in processes.
+
+The engine knows nothing about graphs. A job builds a :class:`Pipeline` of steps
+(plain functions for batch work, :class:`Operator` objects for streams), validates
+it, and runs it with :func:`execute` on the ``local`` (threads) or ``process``
+(one process per task, pyzmq channels) executor.
+
+Examples:
+    >>> from engine import Map, Pipeline, execute
+    >>> from engine.testing import ListSource
+    >>> def count(items: list[int]) -> dict[str, int]:
+    ...     return {"count": len(items), "total": sum(items)}
+    >>> p = Pipeline("demo")
+    >>> _ = p.step("numbers", ListSource(range(5)))
+    >>> _ = p.step("plus_one", Map(int.__index__), "numbers")
+    >>> _ = p.step("count", count, "plus_one")
+    >>> p.record("count")
+    >>> execute(p).outputs
+    {'count': 5, 'total': 10}
+"""
+
+from engine.channels import Barrier, EndOfStream
+from engine.config import ChannelBounds, RunConfig
+from engine.errors import PlanError, RemoteError, StepError, WireError
+from engine.executors import EXECUTORS, Executor, LocalExecutor, RunResult, execute
+from engine.executors.process import ProcessExecutor
+from engine.metrics import StepMetrics
+from engine.operator import Emit, Operator, Stateful, StepContext, Tagged
+from engine.ops import Filter, FlatMap, Map
+from engine.pipeline import Pipeline, Step, StepKind
+from engine.plan import Plan
+from engine.report import ChannelReport, RunReport, StepReport
+
+__all__ = [
+    "EXECUTORS",
+    "Barrier",
+    "ChannelBounds",
+    "ChannelReport",
+    "Emit",
+    "EndOfStream",
+    "Executor",
+    "Filter",
+    "FlatMap",
+    "LocalExecutor",
+    "Map",
+    "Operator",
+    "Pipeline",
+    "Plan",
+    "PlanError",
+    "ProcessExecutor",
+    "RemoteError",
+    "RunConfig",
+    "RunReport",
+    "RunResult",
+    "Stateful",
+    "Step",
+    "StepContext",
+    "StepError",
+    "StepKind",
+    "StepMetrics",
+    "StepReport",
+    "Tagged",
+    "WireError",
+    "execute",
+]

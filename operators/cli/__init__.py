@@ -1,1 +1,1 @@
-"""cli package."""
+"""The ``strata`` command line (entry point: :func:`operators.cli.main.main`)."""

@@ -1,0 +1,202 @@
+"""The ``strata`` command line: ``run`` and ``describe`` jobs, plus added commands.
+
+``main(argv, commands)`` builds one parser from the engine's commands and any extra
+:class:`~engine.command.Command` objects (graph-aware packages add ``dataset`` and
+``partition`` this way, through ``operators.cli.main``).
+
+Exit status: 0 on success, 1 when a step fails, 2 for usage errors (unknown job,
+unknown ``--set`` key or bad value, invalid pipeline).
+
+Examples:
+    >>> main(["describe", "engine._example_job"])
+    pipeline 'example': 2 steps
+      numbers  batch  engine._example_job:numbers
+      total    batch  engine._example_job:total    <- numbers  [outputs]
+    0
+    >>> main(["run", "engine._example_job", "--set", "count=4", "--quiet"])
+    total = 6
+    0
+    >>> main(["run", "engine._example_job", "--set", "size=4"])  # stderr lists count
+    2
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import traceback
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from engine.command import Command
+from engine.config import RunConfig
+from engine.errors import PlanError
+from engine.executors import EXECUTORS, RunResult, execute
+from engine.job import JobError, load_job, overrides, parameters
+from engine.pipeline import Pipeline
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+
+
+class RunCommand:
+    """``strata run JOB``: build the job's pipeline, run it, report."""
+
+    name = "run"
+    help = "run a job (a job file or module exposing build(**params) -> Pipeline)"
+
+    def configure(self, parser: argparse.ArgumentParser) -> None:
+        """Add ``JOB``, ``--executor``, ``--set``, ``--report`` and ``--quiet``."""
+        _add_job_arguments(parser)
+        parser.add_argument(
+            "--executor",
+            choices=sorted(EXECUTORS),
+            default="local",
+            help="local: threads (default); process: one process per step or shard",
+        )
+        parser.add_argument(
+            "--report", type=Path, metavar="PATH", help="write the JSON run report here"
+        )
+        parser.add_argument(
+            "--quiet", action="store_true", help="no progress bars or step table"
+        )
+
+    def run(self, args: argparse.Namespace) -> int:
+        """Run the job; print its outputs; return the exit status."""
+        loaded = _build(args)
+        if isinstance(loaded, int):
+            return loaded
+        module, pipeline, params = loaded
+        config = RunConfig(progress=not args.quiet and sys.stderr.isatty())
+        try:
+            result = execute(
+                pipeline,
+                args.executor,
+                config=config,
+                check=False,
+                job=args.job,
+                params=params,
+            )
+        except PlanError as error:
+            print(f"strata run: {error}", file=sys.stderr)
+            return EXIT_USAGE
+        if args.report is not None:
+            result.report.write(args.report)
+        if result.error is not None:
+            chain = traceback.format_exception(result.error)
+            print("".join(chain).rstrip(), file=sys.stderr)
+            print(f"strata run: failed: {result.error}", file=sys.stderr)
+            return EXIT_FAILED
+        render = getattr(module, "render", None)
+        text = render(result.outputs) if callable(render) else _format(result.outputs)
+        if text:
+            print(text)
+        if not args.quiet:
+            print(_step_table(result), file=sys.stderr)
+        return EXIT_OK
+
+
+class DescribeCommand:
+    """``strata describe JOB``: print the validated plan, as text or Mermaid."""
+
+    name = "describe"
+    help = "print a job's plan (text, or a Mermaid flowchart with --mermaid)"
+
+    def configure(self, parser: argparse.ArgumentParser) -> None:
+        """Add ``JOB``, ``--set`` and ``--mermaid``."""
+        _add_job_arguments(parser)
+        parser.add_argument("--mermaid", action="store_true", help="print Mermaid")
+
+    def run(self, args: argparse.Namespace) -> int:
+        """Print the plan; return the exit status."""
+        loaded = _build(args)
+        if isinstance(loaded, int):
+            return loaded
+        try:
+            print(loaded[1].describe(mermaid=args.mermaid))
+        except PlanError as error:
+            print(f"strata describe: {error}", file=sys.stderr)
+            return EXIT_USAGE
+        return EXIT_OK
+
+
+def main(argv: Sequence[str] | None = None, commands: Sequence[Command] = ()) -> int:
+    """Parse ``argv`` and run the chosen command; return the exit status.
+
+    Args:
+        argv: Arguments without the program name (default: ``sys.argv[1:]``).
+        commands: Extra subcommands, after the engine's ``run`` and ``describe``.
+    """
+    parser = argparse.ArgumentParser(
+        prog="strata", description="Strata: dataflow pipelines for graphs and GNNs."
+    )
+    subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    table: dict[str, Command] = {}
+    builtin: list[Command] = [RunCommand(), DescribeCommand()]
+    for command in [*builtin, *commands]:
+        sub = subparsers.add_parser(
+            command.name, help=command.help, description=command.help
+        )
+        command.configure(sub)
+        table[command.name] = command
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # argparse exits on --help and on usage errors
+        return exc.code if isinstance(exc.code, int) else EXIT_USAGE
+    return table[args.command].run(args)
+
+
+def _add_job_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("job", help="a job file (jobs/degree_stats.py) or module")
+    parser.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a parameter of the job's build() (repeatable)",
+    )
+
+
+def _build(args: argparse.Namespace) -> tuple[Any, Pipeline, dict[str, Any]] | int:
+    prog = f"strata {args.command}"
+    try:
+        module = load_job(args.job)
+        values = overrides(module.build, args.overrides)
+    except JobError as error:
+        print(f"{prog}: {error}", file=sys.stderr)
+        return EXIT_USAGE
+    params = {
+        name: values.get(name, param.default)
+        for name, param in parameters(module.build).items()
+    }
+    pipeline = module.build(**values)
+    if not isinstance(pipeline, Pipeline):
+        got = type(pipeline).__qualname__
+        print(
+            f"{prog}: {args.job}.build() returned {got}, not a Pipeline",
+            file=sys.stderr,
+        )
+        return EXIT_USAGE
+    return module, pipeline, params
+
+
+def _format(outputs: Mapping[str, Any]) -> str:
+    width = max((len(k) for k in outputs), default=0)
+    return "\n".join(f"{key.ljust(width)} = {value}" for key, value in outputs.items())
+
+
+def _step_table(result: RunResult) -> str:
+    report = result.report
+    lines = [
+        f"{report.job}: {report.status} in {report.wall_s:.2f}s on {report.executor}",
+        f"  {'step':<16}{'items in':>10}{'items out':>11}{'MB out':>9}"
+        f"{'busy s':>9}{'blocked s':>11}{'wall s':>9}",
+    ]
+    for step_id, step in report.steps.items():
+        lines.append(
+            f"  {step_id:<16}{step.items_in:>10}{step.items_out:>11}"
+            f"{step.bytes_out / 1e6:>9.1f}{step.busy_s:>9.2f}{step.blocked_s:>11.2f}"
+            f"{step.wall_s:>9.2f}"
+        )
+    return "\n".join(lines)

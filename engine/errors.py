@@ -1,0 +1,101 @@
+"""Errors raised by the engine, in the project's one error template.
+
+Every message reads
+``<subject> in step '<step>': expected <expected>, got <got>. Hint: <hint>``, so users
+scan engine errors the same way as storage and partition errors (see STYLE.md, Errors).
+
+Examples:
+    >>> print(format_error("k", "part", "k >= 2", "1", "k counts parts."))
+    k in step 'part': expected k >= 2, got 1. Hint: k counts parts.
+    >>> error = PlanError("demo", ["a", "b"])
+    >>> error.problems
+    ('a', 'b')
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+
+def format_error(
+    subject: str, step: str, expected: str, got: str, hint: str | None = None
+) -> str:
+    """Render one error message in the project template."""
+    message = f"{subject} in step '{step}': expected {expected}, got {got}."
+    if hint:
+        message += f" Hint: {hint}"
+    return message
+
+
+class PlanError(ValueError):
+    """A pipeline is invalid; carries every problem found, one message each."""
+
+    def __init__(self, pipeline: str, problems: Sequence[str]) -> None:
+        self.pipeline = pipeline
+        self.problems = tuple(problems)
+        count = len(self.problems)
+        lines = "\n".join(f"  - {problem}" for problem in self.problems)
+        noun = "problem" if count == 1 else "problems"
+        super().__init__(f"{count} {noun} in pipeline '{pipeline}':\n{lines}")
+
+
+class StepError(RuntimeError):
+    """A step failed while running; raised ``from`` the step's own exception.
+
+    Attributes:
+        step: The id of the step that failed.
+        location: ``module:qualname`` of the function or operator method that raised,
+            or ``engine`` when the engine itself failed on the step's behalf.
+        shard: The failing shard's index, or ``None`` for an unsharded step.
+    """
+
+    def __init__(
+        self, message: str, *, step: str, location: str, shard: int | None = None
+    ) -> None:
+        super().__init__(message)
+        self.step = step
+        self.location = location
+        self.shard = shard
+
+    @classmethod
+    def wrap(
+        cls,
+        exc: BaseException,
+        *,
+        step: str,
+        location: str,
+        shard: int = 0,
+        shards: int = 1,
+        got: str | None = None,
+    ) -> StepError:
+        """Describe ``exc``, raised by ``location`` in ``step`` (add ``from``)."""
+        where = location if shards == 1 else f"{location} (shard {shard} of {shards})"
+        message = format_error(
+            where,
+            step,
+            "no exception",
+            got if got is not None else f"{type(exc).__name__}: {exc}",
+            "the chained cause above holds the step's own traceback.",
+        )
+        return cls(
+            message, step=step, location=location, shard=shard if shards > 1 else None
+        )
+
+
+class WireError(TypeError):
+    """An item cannot cross a process boundary (the wire never pickles data)."""
+
+
+class RemoteError(Exception):
+    """An exception raised in a worker process, carried back as text.
+
+    The process executor never unpickles objects sent by workers, so the original
+    exception object stays in the worker; its type name, message and formatted
+    traceback travel instead and become the cause of the :class:`StepError`.
+    """
+
+    def __init__(self, type_name: str, message: str, traceback: str) -> None:
+        super().__init__(f"{type_name}: {message}\n\nRemote traceback:\n{traceback}")
+        self.type_name = type_name
+        self.message = message
+        self.traceback = traceback

@@ -1,0 +1,89 @@
+"""Run a pipeline: one :func:`execute` call, executors swapped behind it.
+
+Examples:
+    >>> from engine.pipeline import Pipeline
+    >>> def answer() -> dict[str, int]:
+    ...     return {"answer": 42}
+    >>> p = Pipeline("demo")
+    >>> _ = p.step("answer", answer)
+    >>> p.record("answer")
+    >>> result = execute(p, "local")
+    >>> result.ok, result.outputs, result.report.status
+    (True, {'answer': 42}, 'ok')
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from engine.config import RunConfig
+from engine.executors.base import Executor, Outcome, RunResult, finish_run
+from engine.executors.local import LocalExecutor
+from engine.pipeline import Pipeline
+from engine.plan import Plan
+
+
+def _process() -> Executor:
+    from engine.executors.process import ProcessExecutor
+
+    return ProcessExecutor()
+
+
+#: Executors by the name ``strata run --executor`` accepts.
+EXECUTORS: dict[str, Callable[[], Executor]] = {
+    "local": LocalExecutor,
+    "process": _process,
+}
+
+
+def execute(
+    pipeline: Pipeline | Plan,
+    executor: str | Executor = "local",
+    *,
+    config: RunConfig | None = None,
+    collect: tuple[str, ...] = (),
+    check: bool = True,
+    job: str | None = None,
+    params: Mapping[str, Any] | None = None,
+) -> RunResult:
+    """Validate and run ``pipeline``; return its report and collected items.
+
+    Args:
+        pipeline: A pipeline (validated here) or an already validated plan.
+        executor: ``"local"`` (threads, the default), ``"process"`` (one process per
+            task, pyzmq channels), or an executor object.
+        config: Channel bounds, seed, progress bars, shutdown limits.
+        collect: ``"step"`` or ``"step.port"`` references whose items to return in
+            ``RunResult.collected`` (meant for small results and tests).
+        check: Raise the :class:`~engine.errors.StepError` of a failed run (like
+            ``subprocess.run(check=True)``); with ``False``, return a failed result.
+        job: Name the run report gives the job (default: the pipeline's name).
+        params: The job parameters to record in the report.
+
+    Returns:
+        The run's result; ``result.report`` is the JSON run report.
+
+    Raises:
+        PlanError: The pipeline is invalid (every problem at once).
+        StepError: A step failed and ``check`` is true.
+    """
+    plan = pipeline if isinstance(pipeline, Plan) else pipeline.validate()
+    runner = EXECUTORS[executor]() if isinstance(executor, str) else executor
+    config = config or RunConfig()
+    outcome = runner.run(plan, config, collect)
+    result = finish_run(
+        plan,
+        outcome,
+        executor=runner.name,
+        config=config,
+        collect=collect,
+        job=job or plan.name,
+        params=params or {},
+    )
+    if check and result.error is not None:
+        raise result.error
+    return result
+
+
+__all__ = ["EXECUTORS", "Executor", "LocalExecutor", "Outcome", "RunResult", "execute"]

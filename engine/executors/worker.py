@@ -1,0 +1,260 @@
+"""The worker side of the process executor: one task in one process.
+
+A worker connects a DEALER socket to the coordinator (control), binds a ROUTER on
+loopback for its inputs (when it has any), says hello with that endpoint, waits for
+the coordinator's ``start`` with its outlets' endpoints and credits, runs the task
+with :func:`engine.runtime.run_task`, and reports ``done`` (with its metrics) or
+``error``.
+
+Flow control is credit-based: an outlet may have at most its share of the consumer's
+:class:`~engine.config.ChannelBounds` in flight (sent but not yet taken by the
+consumer); the consumer acknowledges each message when it takes it, returning the
+credit. End-of-stream messages are acknowledged too, so a worker exits only after its
+consumers took everything it sent, and no message is lost to socket shutdown.
+
+The data path is one thread: a single :class:`_Pump` polls every socket whenever the
+task waits, for input or for credit, so acknowledgements, inputs and ``cancel``
+are handled in every wait and the task cannot deadlock on its own sockets.
+"""
+
+from __future__ import annotations
+
+import pickle
+import signal
+import time
+import traceback
+from collections import deque
+from dataclasses import dataclass
+from typing import Any
+
+import zmq
+
+from engine.channels import Cancelled, Delivery, EndOfStream, Message
+from engine.errors import StepError
+from engine.metrics import StepMetrics
+from engine.runtime import Inbox, Outlet, run_task
+from engine.tasks import Task
+from engine.wire import pack, unpack
+
+_POLL_MS = 100
+_HEARTBEAT_S = 0.5
+_LINGER_MS = 2000
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerSpec:
+    """What a worker process is started with (the only pickled object)."""
+
+    task: Task
+    host: str
+    heartbeat: bool
+
+
+def main(coordinator: str, identity: bytes, step_id: str, blob: bytes) -> None:
+    """Entry point of a worker process (``multiprocessing`` target)."""
+    # Ctrl-C reaches the whole process group; the coordinator decides what stops.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    context = zmq.Context()
+    control = context.socket(zmq.DEALER)
+    control.setsockopt(zmq.IDENTITY, identity)
+    control.setsockopt(zmq.LINGER, _LINGER_MS)
+    control.connect(coordinator)
+    linger = _LINGER_MS
+    try:
+        spec: WorkerSpec = pickle.loads(blob)
+        _Worker(spec, context, control).run()
+    except Cancelled:
+        linger = 0
+    except StepError as error:
+        _send_error(control, error)
+    except BaseException as exc:  # a worker must always report before it exits
+        wrapped = StepError.wrap(exc, step=step_id, location="engine")
+        wrapped.__cause__ = exc
+        _send_error(control, wrapped)
+    finally:
+        context.destroy(linger=linger)
+
+
+def _send_error(control: zmq.Socket[Any], error: StepError) -> None:
+    cause = error.__cause__ or error
+    control.send_multipart(
+        pack(
+            {
+                "k": "error",
+                "message": str(error),
+                "step": error.step,
+                "location": error.location,
+                "shard": error.shard,
+                "type": type(cause).__qualname__,
+                "cause": str(cause),
+                "traceback": "".join(traceback.format_exception(cause)),
+            }
+        )
+    )
+
+
+class _Worker:
+    def __init__(
+        self, spec: WorkerSpec, context: zmq.Context[Any], control: zmq.Socket[Any]
+    ) -> None:
+        self.spec = spec
+        self.task = spec.task
+        self.context = context
+        self.control = control
+        self.metrics = StepMetrics()
+        self.inbound: zmq.Socket[Any] | None = None
+
+    def run(self) -> None:
+        endpoint = None
+        if self.task.inputs:
+            self.inbound = self.context.socket(zmq.ROUTER)
+            self.inbound.setsockopt(zmq.LINGER, _LINGER_MS)
+            port = self.inbound.bind_to_random_port(f"tcp://{self.spec.host}")
+            endpoint = f"tcp://{self.spec.host}:{port}"
+        self.control.send_multipart(pack({"k": "hello", "endpoint": endpoint}))
+        header, _ = unpack(self.control.recv_multipart(copy=False))
+        if header["k"] != "start":
+            raise Cancelled
+        outlets = {
+            (link["port"], link["route"], link["shard"]): self._outlet(link)
+            for link in header["links"]
+        }
+        pump = _Pump(self, list(outlets.values()))
+        for outlet in outlets.values():
+            outlet.pump = pump
+        inbox = Inbox(pump.receive, self.task.inbound_links)
+        collector = self._gather if self.task.collect else None
+        run_task(self.task, inbox, outlets, self.metrics, collector)
+        consumers: dict[str, list[int]] = {}
+        for outlet in outlets.values():
+            peaks = consumers.setdefault(outlet.consumer, [0, 0])
+            peaks[0] += outlet.peak_items
+            peaks[1] += outlet.peak_bytes
+        self.control.send_multipart(
+            pack({"k": "done", "metrics": self.metrics.to_dict(), "peaks": consumers})
+        )
+
+    def _outlet(self, link: dict[str, Any]) -> _ZmqOutlet:
+        socket = self.context.socket(zmq.DEALER)
+        identity = f"{self.task.name}>{link['input']}".encode()
+        socket.setsockopt(zmq.IDENTITY, identity)
+        socket.setsockopt(zmq.LINGER, 0)  # close() waits for every acknowledgement
+        socket.connect(link["endpoint"])
+        return _ZmqOutlet(socket, link, self.task.shard)
+
+    def _gather(self, port: str, item: Any) -> None:
+        self.control.send_multipart(
+            pack({"k": "gather", "port": port}, item), copy=False
+        )
+
+
+class _ZmqOutlet(Outlet):
+    """A DEALER socket to one consumer task, with credit-based flow control."""
+
+    def __init__(
+        self, socket: zmq.Socket[Any], link: dict[str, Any], shard: int
+    ) -> None:
+        self.socket = socket
+        self.consumer: str = link["consumer"]
+        self.input: int = link["input"]
+        self.shard = shard
+        self.max_items: int = link["items"]
+        self.max_bytes: int = link["bytes"]
+        self.items = 0  # in flight: sent, not yet acknowledged
+        self.bytes = 0
+        self.peak_items = 0
+        self.peak_bytes = 0
+        self.pump: _Pump | None = None
+
+    def put(self, item: Any, size: int) -> float:
+        frames = pack({"k": "d", "in": self.input, "sh": self.shard, "n": size}, item)
+        waited = self._wait(lambda: self._full(size))
+        self.socket.send_multipart(frames, copy=False)
+        self.items += 1
+        self.bytes += size
+        self.peak_items = max(self.peak_items, self.items)
+        self.peak_bytes = max(self.peak_bytes, self.bytes)
+        return waited
+
+    def close(self) -> None:
+        self.socket.send_multipart(
+            pack({"k": "eos", "in": self.input, "sh": self.shard})
+        )
+        self.items += 1
+        self._wait(lambda: self.items > 0)
+
+    def acknowledge(self, size: int) -> None:
+        self.items -= 1
+        self.bytes -= size
+
+    def _full(self, size: int) -> bool:
+        if self.items == 0:  # an idle link admits even an oversized item
+            return False
+        return self.items >= self.max_items or self.bytes + size > self.max_bytes
+
+    def _wait(self, blocked: Any) -> float:
+        assert self.pump is not None
+        waited = 0.0
+        while blocked():
+            start = time.perf_counter()
+            self.pump.poll()
+            waited += time.perf_counter() - start
+        return waited
+
+
+class _Pump:
+    """Polls every socket of a worker and dispatches what arrives."""
+
+    def __init__(self, worker: _Worker, outlets: list[_ZmqOutlet]) -> None:
+        self.worker = worker
+        self.queue: deque[tuple[bytes, Message, int]] = deque()
+        self.by_socket = {outlet.socket: outlet for outlet in outlets}
+        self.poller = zmq.Poller()
+        self.poller.register(worker.control, zmq.POLLIN)
+        if worker.inbound is not None:
+            self.poller.register(worker.inbound, zmq.POLLIN)
+        for socket in self.by_socket:
+            self.poller.register(socket, zmq.POLLIN)
+        self.last_beat = time.monotonic()
+
+    def receive(self) -> Message:
+        """Return the next inbound message, acknowledging it to its producer."""
+        while not self.queue:
+            self.poll()
+        identity, message, size = self.queue.popleft()
+        assert self.worker.inbound is not None
+        self.worker.inbound.send_multipart([identity, pack({"k": "ack", "n": size})[0]])
+        return message
+
+    def poll(self) -> None:
+        """Wait up to one poll interval, then handle everything readable."""
+        for socket, _ in self.poller.poll(_POLL_MS):
+            while socket.poll(0):
+                frames = socket.recv_multipart(copy=False)
+                self._dispatch(socket, frames)
+        if (
+            self.worker.spec.heartbeat
+            and time.monotonic() - self.last_beat > _HEARTBEAT_S
+        ):
+            self.last_beat = time.monotonic()
+            metrics = self.worker.metrics.to_dict()
+            self.worker.control.send_multipart(
+                pack({"k": "progress", "metrics": metrics})
+            )
+
+    def _dispatch(self, socket: zmq.Socket[Any], frames: list[Any]) -> None:
+        if socket is self.worker.control:
+            raise Cancelled  # the coordinator only ever sends ``cancel`` after start
+        if socket is self.worker.inbound:
+            identity = frames[0].bytes
+            header, value = unpack(frames[1:])
+            if header["k"] == "eos":
+                self.queue.append(
+                    (identity, EndOfStream(header["in"], header["sh"]), 0)
+                )
+            else:
+                delivery = Delivery(header["in"], header["sh"], value, header["n"])
+                self.queue.append((identity, delivery, header["n"]))
+            return
+        header, _ = unpack(frames)
+        self.by_socket[socket].acknowledge(header["n"])

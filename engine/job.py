@@ -1,0 +1,177 @@
+"""Jobs: Python files or modules exposing ``build(**params) -> Pipeline``.
+
+Every parameter of ``build`` has a default; ``strata run JOB --set key=value``
+overrides it, coercing the text to the parameter's annotation (or its default's
+type): ``int``, ``float``, ``bool`` (true/false, yes/no, on/off, 1/0), ``str``,
+``X | None`` (``none``), and ``tuple``/``list`` of those, comma-separated. A job may
+also define ``render(outputs) -> str`` to print its outputs its own way.
+
+Examples:
+    >>> def build(num_edges: int = 1000, fanouts: tuple[int, ...] = (10, 5)) -> None:
+    ...     pass
+    >>> overrides(build, ["num_edges=4000000", "fanouts=15,10,5"])
+    {'num_edges': 4000000, 'fanouts': (15, 10, 5)}
+    >>> overrides(build, ["num_edge=1"])
+    Traceback (most recent call last):
+    ...
+    engine.job.JobError: unknown parameter 'num_edge'; valid parameters: num_edges: int = 1000, fanouts: tuple[int, ...] = (10, 5)
+"""  # noqa: E501
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import inspect
+import sys
+import types
+import typing
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+_TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"0", "false", "no", "off"}
+
+
+class JobError(ValueError):
+    """A job cannot be loaded, or a ``--set`` override is invalid."""
+
+
+def load_job(spec: str) -> types.ModuleType:
+    """Import a job from a file path (``jobs/degree_stats.py``) or a module name.
+
+    A file inside a package directory is imported under its package name
+    (``jobs.degree_stats``), so worker processes can import it again by name.
+    """
+    path = Path(spec)
+    if spec.endswith(".py") or path.exists():
+        if not path.is_file():
+            raise JobError(f"job file {spec!r} does not exist")
+        name, root = _module_name(path.resolve())
+        if str(root) not in sys.path:
+            sys.path.insert(0, str(root))
+        spec = name
+    try:
+        module = importlib.import_module(spec)
+    except ModuleNotFoundError as exc:
+        if exc.name and spec.startswith(exc.name):
+            raise JobError(f"no job module or file named {spec!r}") from exc
+        raise
+    if not callable(getattr(module, "build", None)):
+        raise JobError(f"job {spec!r} defines no build(**params) -> Pipeline")
+    return module
+
+
+def parameters(build: Callable[..., Any]) -> dict[str, inspect.Parameter]:
+    """Return ``build``'s parameters, with annotations resolved where possible."""
+    try:
+        hints = typing.get_type_hints(build)
+    except Exception:  # an unresolvable annotation: fall back to default types
+        hints = {}
+    params = {}
+    for name, param in inspect.signature(build).parameters.items():
+        annotation = hints.get(name, param.annotation)
+        params[name] = param.replace(annotation=annotation)
+    return params
+
+
+def describe_parameters(build: Callable[..., Any]) -> str:
+    """``name: type = default`` for every parameter, comma-separated."""
+    return ", ".join(_describe(p) for p in parameters(build).values())
+
+
+def overrides(build: Callable[..., Any], assignments: Sequence[str]) -> dict[str, Any]:
+    """Parse ``key=value`` strings into ``build`` keyword arguments.
+
+    Raises:
+        JobError: A malformed assignment, an unknown key, or a value that does not
+            fit the parameter's type; the message lists the valid parameters.
+    """
+    params = parameters(build)
+    valid = describe_parameters(build)
+    result: dict[str, Any] = {}
+    for assignment in assignments:
+        key, eq, text = assignment.partition("=")
+        key = key.strip()
+        if not eq:
+            raise JobError(f"--set {assignment!r}: expected key=value")
+        if key not in params:
+            raise JobError(f"unknown parameter {key!r}; valid parameters: {valid}")
+        param = params[key]
+        target = param.annotation
+        if target is inspect.Parameter.empty:
+            target = type(param.default)
+        try:
+            result[key] = coerce(text, target)
+        except (TypeError, ValueError) as exc:
+            raise JobError(
+                f"bad value for {key!r}: {exc}; valid parameters: {valid}"
+            ) from exc
+    return result
+
+
+def coerce(text: str, target: Any) -> Any:
+    """Convert ``text`` to ``target`` (a type or a simple annotation).
+
+    Raises:
+        ValueError: The text does not fit the type.
+        TypeError: The annotation is not one ``--set`` supports.
+    """
+    origin = typing.get_origin(target)
+    args = typing.get_args(target)
+    if origin in (typing.Union, types.UnionType):
+        if text.strip().lower() == "none" and type(None) in args:
+            return None
+        for option in args:
+            if option is type(None):
+                continue
+            try:
+                return coerce(text, option)
+            except ValueError:
+                continue
+        raise ValueError(f"{text!r} fits none of {target}")
+    if origin in (tuple, list) or target in (tuple, list):
+        parts = [p.strip() for p in text.split(",") if p.strip()]
+        if origin is tuple and len(args) == 2 and args[1] is Ellipsis:
+            kinds: Sequence[Any] = [args[0]] * len(parts)
+        elif origin is tuple and args:
+            if len(args) != len(parts):
+                raise ValueError(f"expected {len(args)} comma-separated values")
+            kinds = args
+        else:
+            kinds = [args[0] if args else str] * len(parts)
+        values = [coerce(p, k) for p, k in zip(parts, kinds, strict=True)]
+        return tuple(values) if (origin or target) is tuple else values
+    if target is bool:
+        lowered = text.strip().lower()
+        if lowered in _TRUE | _FALSE:
+            return lowered in _TRUE
+        raise ValueError(f"expected true or false, got {text!r}")
+    if target is int:
+        return int(text.replace("_", ""))
+    if target in (float, str):
+        return target(text)
+    if target is type(None):
+        raise ValueError("the parameter has no default type; annotate it")
+    raise TypeError(f"--set cannot set parameters of type {target}")
+
+
+def _module_name(path: Path) -> tuple[str, Path]:
+    """Dotted name of a file within its packages, and the directory above them."""
+    parts = [path.stem]
+    folder = path.parent
+    while (folder / "__init__.py").exists():
+        parts.insert(0, folder.name)
+        folder = folder.parent
+    return ".".join(parts), folder
+
+
+def _describe(param: inspect.Parameter) -> str:
+    annotation = param.annotation
+    if annotation is inspect.Parameter.empty:
+        kind = type(param.default).__name__
+    elif isinstance(annotation, type) and not typing.get_args(annotation):
+        kind = annotation.__name__
+    else:
+        kind = str(annotation).replace("typing.", "")
+    return f"{param.name}: {kind} = {param.default!r}"
