@@ -111,7 +111,7 @@ class ProcessExecutor:
         context = multiprocessing.get_context(self.start_method)
         if self.start_method == "forkserver":
             modules = {_module_of(step.fn, step.kind) for step in plan.steps}
-            extra = ("torch",) if "torch" in sys.modules else ()
+            extra: tuple[str, ...] = ("torch",) if "torch" in sys.modules else ()
             if importlib.util.find_spec("pandas") is not None:
                 extra += ("pandas",)
             preload = [*_PRELOAD, *extra, *sorted(m for m in modules if m)]
