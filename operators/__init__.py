@@ -1,1 +1,47 @@
-"""operators package."""
+"""Pipeline steps where graphs meet the engine: GNN kernels, layers, samplers, ...
+
+The GNN names below are exported lazily (PEP 562), so ``import operators`` (e.g.
+by the ``strata`` CLI) does not load torch and numba until one is used:
+
+* layers and models: :class:`GCNConv`, :class:`SAGEConv`, :class:`GATConv`,
+  :class:`GINConv`, :class:`GCN`, :class:`GraphSAGE`, :class:`GAT`, :class:`GIN`;
+* sampling: :class:`NeighborSampler`, :class:`SamplerConfig`, :class:`Block`;
+* kernels: :class:`DeviceGraph`, :func:`spmm`, :func:`aggregate`,
+  :func:`edge_softmax`, :func:`sddmm_add`, :func:`sddmm_dot`;
+* :class:`OperatorError`.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+_LAZY = {
+    "OperatorError": "operators.errors",
+    "DeviceGraph": "operators.kernels",
+    "aggregate": "operators.kernels",
+    "edge_softmax": "operators.kernels",
+    "sddmm_add": "operators.kernels",
+    "sddmm_dot": "operators.kernels",
+    "spmm": "operators.kernels",
+    "GAT": "operators.layers",
+    "GATConv": "operators.layers",
+    "GCN": "operators.layers",
+    "GCNConv": "operators.layers",
+    "GIN": "operators.layers",
+    "GINConv": "operators.layers",
+    "GraphSAGE": "operators.layers",
+    "SAGEConv": "operators.layers",
+    "Block": "operators.samplers",
+    "NeighborSampler": "operators.samplers",
+    "SamplerConfig": "operators.samplers",
+}
+
+__all__ = sorted(_LAZY)
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'operators' has no attribute {name!r}")
+    return getattr(importlib.import_module(module), name)

@@ -1,0 +1,151 @@
+"""Sparse primitives without autograd, dispatched per backend (private).
+
+``spmm_raw`` and ``sddmm_raw`` are duals: the backward of one is the other, which is
+how :mod:`operators.kernels.spmm` and :mod:`operators.kernels.sddmm` build their
+autograd Functions. Shapes: node tensors are ``[N, F]`` or ``[N, H, C]`` (heads);
+edge values are ``[E]`` or ``[E, H]``.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from operators.kernels import _cpu
+from operators.kernels.backend import Backend, resolve, work_dtype
+from operators.kernels.device_graph import DeviceGraph
+
+# Edges per chunk of the torch gather path: bounds the temporary [chunk, F] tensor.
+_GATHER_ELEMENTS = 1 << 24
+
+
+def _rows(dg: DeviceGraph, transpose: bool) -> tuple[torch.Tensor, torch.Tensor, int]:
+    """(indptr, indices, num_cols) of the CSR to reduce over."""
+    if transpose:
+        t = dg.transpose()
+        return t.indptr, t.indices, dg.num_dst
+    return dg.indptr, dg.indices, dg.num_src
+
+
+def _edge_values(
+    dg: DeviceGraph, values: torch.Tensor | None, transpose: bool
+) -> torch.Tensor | None:
+    if values is None or not transpose:
+        return values
+    return values[dg.transpose().perm]
+
+
+def spmm_raw(
+    dg: DeviceGraph,
+    x: torch.Tensor,
+    values: torch.Tensor | None = None,
+    *,
+    transpose: bool = False,
+) -> torch.Tensor:
+    """Weighted neighbour sum: ``out[i] = sum_{e in row i} values[e] * x[src(e)]``.
+
+    With ``transpose`` the roles swap: rows are sources, columns destinations, so
+    this computes ``A^T @ x``, the backward of the forward product.
+    """
+    indptr, indices, num_cols = _rows(dg, transpose)
+    num_rows = indptr.shape[0] - 1
+    assert x.shape[0] == num_cols, (x.shape, num_cols)
+    values = _edge_values(dg, values, transpose)
+    per_head = values is not None and values.dim() == 2
+    if resolve(x) is Backend.NUMBA:
+        return _spmm_numba(indptr, indices, num_rows, x, values, per_head)
+    return _spmm_torch(dg, indptr, indices, num_rows, num_cols, x, values, transpose)
+
+
+def _spmm_numba(indptr, indices, num_rows, x, values, per_head):
+    dtype = x.dtype
+    x = x.detach().to(work_dtype(dtype)).contiguous()
+    out = torch.empty((num_rows, *x.shape[1:]), dtype=x.dtype)
+    if per_head:
+        heads = values.shape[1]
+        x3 = x.view(x.shape[0], heads, -1)
+        _cpu.spmm_heads(
+            indptr.numpy(),
+            indices.numpy(),
+            values.detach().to(x.dtype).contiguous().numpy(),
+            x3.numpy(),
+            out.view(num_rows, heads, -1).numpy(),
+        )
+        return out.to(dtype)
+    x2 = x.view(x.shape[0], -1)
+    out2 = out.view(num_rows, -1)
+    if values is None:
+        _cpu.spmm_sum(indptr.numpy(), indices.numpy(), x2.numpy(), out2.numpy())
+    else:
+        _cpu.spmm_weighted(
+            indptr.numpy(),
+            indices.numpy(),
+            values.detach().to(x.dtype).contiguous().numpy(),
+            x2.numpy(),
+            out2.numpy(),
+        )
+    return out.to(dtype)
+
+
+def _spmm_torch(dg, indptr, indices, num_rows, num_cols, x, values, transpose):
+    # torch's CSR matmul wants index tensors of one dtype: int64 like indptr.
+    # (Only the graph's own indices can be int32; the transpose's are int64.)
+    if indices.dtype != torch.int64:
+        indices = dg.src_index()
+    dtype = x.dtype
+    if x.device.type == "cpu":  # no half-precision sparse matmul on CPU
+        x = x.to(work_dtype(dtype))
+    x = x.detach()
+    if values is None:
+        values = dg.cached(
+            ("ones", x.dtype, transpose),
+            lambda: torch.ones(indices.shape[0], dtype=x.dtype, device=x.device),
+        )
+    values = values.detach().to(x.dtype)
+    size = (num_rows, num_cols)
+    if values.dim() == 1:
+        adj = torch.sparse_csr_tensor(indptr, indices, values, size)
+        flat = x.reshape(num_cols, -1)
+        return (adj @ flat).view(num_rows, *x.shape[1:]).to(dtype)
+    heads = values.shape[1]
+    x3 = x.reshape(num_cols, heads, -1)
+    outs = []
+    for h in range(heads):
+        adj = torch.sparse_csr_tensor(indptr, indices, values[:, h].contiguous(), size)
+        outs.append(adj @ x3[:, h].contiguous())
+    return torch.stack(outs, dim=1).view(num_rows, *x.shape[1:]).to(dtype)
+
+
+def sddmm_raw(
+    dg: DeviceGraph, x_src: torch.Tensor, y_dst: torch.Tensor
+) -> torch.Tensor:
+    """Per-edge dot products ``out[e] = <x_src[src(e)], y_dst[dst(e)]>``.
+
+    ``[N, F]`` inputs give ``[E]``; ``[N, H, C]`` inputs give ``[E, H]`` (per head).
+    """
+    heads = x_src.shape[1] if x_src.dim() == 3 else 0
+    if resolve(x_src) is Backend.NUMBA:
+        xs = x_src.detach().to(work_dtype(x_src.dtype)).contiguous()
+        yd = y_dst.detach().to(xs.dtype).contiguous()
+        h = max(heads, 1)
+        out = torch.empty((dg.num_edges, h), dtype=xs.dtype)
+        _cpu.sddmm_dot(
+            dg.indptr.numpy(),
+            dg.indices.numpy(),
+            xs.view(xs.shape[0], h, -1).numpy(),
+            yd.view(yd.shape[0], h, -1).numpy(),
+            out.numpy(),
+        )
+        out = out.to(x_src.dtype)
+        return out if heads else out.view(-1)
+    src, dst = dg.src_index(), dg.dst_index()
+    xs, yd = x_src.detach(), y_dst.detach()
+    width = max(1, xs[0].numel()) if xs.shape[0] else 1
+    step = max(1, _GATHER_ELEMENTS // width)
+    parts = [
+        (xs[src[i : i + step]] * yd[dst[i : i + step]]).sum(-1)
+        for i in range(0, dg.num_edges, step)
+    ]
+    if not parts:
+        shape = (0, heads) if heads else (0,)
+        return torch.zeros(shape, dtype=xs.dtype, device=xs.device)
+    return torch.cat(parts)

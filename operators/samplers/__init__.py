@@ -1,0 +1,7 @@
+"""Neighbour samplers: per-layer blocks, reproducible for a (seed, epoch, batch)."""
+
+from operators.samplers.block import Block
+from operators.samplers.neighbor import NeighborSampler, SamplerConfig, check_fanouts
+from operators.samplers.rng import batch_key
+
+__all__ = ["Block", "NeighborSampler", "SamplerConfig", "batch_key", "check_fanouts"]
