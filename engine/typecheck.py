@@ -92,7 +92,9 @@ def item_type_problem(producer: Step, consumer: Step, index: int) -> str | None:
                 consumer.id,
                 f"a list parameter (step '{producer.id}' streams items)",
                 f"{_name(expected)}",
-                f"annotate it as list[{_name(produced)}].",
+                f"annotate it as list[{_name(produced)}]."
+                if _union_members(produced)
+                else "annotate it as a list.",
             )
         args = typing.get_args(expected)
         if origin not in _SEQUENCES or len(args) != 1:
@@ -168,8 +170,8 @@ def _union_members(annotation: Any) -> list[type] | None:
     if annotation is None or annotation is type(None):
         return [type(None)]
     origin = typing.get_origin(annotation) or annotation
-    if not isinstance(origin, type) or origin is object:
-        return None
+    if origin is Any or origin is object or not isinstance(origin, type):
+        return None  # (Any is a class since Python 3.11)
     return [origin]
 
 

@@ -69,7 +69,8 @@ def _encode(value: Any, buffers: list[Buffer]) -> Any:
     if isinstance(value, np.ndarray):
         if value.dtype.kind not in _ARRAY_KINDS:
             raise WireError(f"numpy array of dtype {value.dtype} (objects or records)")
-        array = np.ascontiguousarray(value)
+        # (not np.ascontiguousarray: it turns a 0-d array into a 1-d one)
+        array = value if value.flags.c_contiguous else value.copy(order="C")
         buffers.append(array.reshape(-1).view(np.uint8) if array.size else b"")
         return {"nd": array.dtype.str, "s": list(array.shape), "b": len(buffers) - 1}
     if isinstance(value, pa.RecordBatch | pa.Table):
@@ -114,7 +115,7 @@ def _decode(spec: dict[str, Any], buffers: Sequence[Buffer]) -> Any:
         return np.dtype(payload).type(spec["v"])
     if kind == "nd":
         array = np.frombuffer(_view(buffers[spec["b"]]), dtype=np.dtype(payload))
-        return array.reshape(spec["s"])
+        return array.reshape(tuple(spec["s"]))
     if kind in ("ab", "at"):
         reader = pa.ipc.open_stream(pa.py_buffer(_view(buffers[payload])))
         return reader.read_next_batch() if kind == "ab" else reader.read_all()
@@ -142,7 +143,7 @@ def _decode_tensor(dtype_name: str, shape: list[int], buffer: Buffer) -> Any:
     # tensor is harmless even though the buffer is flagged read-only.
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message="The given buffer is not writable")
-        return torch.frombuffer(view, dtype=dtype).reshape(shape)
+        return torch.frombuffer(view, dtype=dtype).reshape(tuple(shape))
 
 
 def _view(buffer: Buffer) -> memoryview:

@@ -1,0 +1,81 @@
+"""``strata run`` and ``strata describe`` through ``main(argv, commands)``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import pytest
+
+from engine.cli import main
+
+JOB = "engine._example_job"
+
+
+def test_run_writes_the_report(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    report = tmp_path / "r.json"
+    assert main(["run", JOB, "--set", "count=5", "--report", str(report)]) == 0
+    out, err = capsys.readouterr()
+    assert out == "total = 10\n"
+    assert "items in" in err  # the step table (not --quiet)
+    data = json.loads(report.read_text())
+    assert {"job", "executor", "params", "status", "error", "steps", "outputs"} <= set(
+        data
+    )
+    assert data["params"] == {"count": 5}
+    assert data["status"] == "ok"
+    assert data["error"] is None
+    assert data["outputs"] == {"total": 10}
+    step = data["steps"]["total"]
+    assert {
+        "items_in",
+        "items_out",
+        "bytes_out",
+        "busy_s",
+        "blocked_s",
+        "wall_s",
+    } <= set(step)
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (
+            ["run", JOB, "--set", "size=4"],
+            "unknown parameter 'size'; valid parameters: count",
+        ),
+        (["run", JOB, "--set", "count=four"], "bad value for 'count'"),
+        (["run", "no/such/job.py"], "does not exist"),
+        (["run", JOB, "--executor", "ray"], "invalid choice: 'ray'"),
+    ],
+)
+def test_usage_errors_exit_2(
+    argv: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(argv) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_describe_mermaid(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["describe", JOB, "--mermaid"]) == 0
+    assert capsys.readouterr().out.startswith("flowchart LR\n")
+
+
+class Hello:
+    name = "hello"
+    help = "say hello"
+
+    def configure(self, parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("who")
+
+    def run(self, args: argparse.Namespace) -> int:
+        print(f"hello {args.who}")
+        return 0
+
+
+def test_extra_commands_plug_in(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["hello", "strata"], [Hello()]) == 0
+    assert capsys.readouterr().out == "hello strata\n"
