@@ -449,7 +449,7 @@ class UpdateLog:
         """
         with self._lock:
             result = self._append(batch, producer_id, seq)
-            if sync and not result.duplicate:
+            if sync and self._next > self._committed:  # a resend's original, too
                 self._sync()
             return result
 
@@ -651,7 +651,8 @@ class UpdateLog:
             if segment.base_offset >= stop:
                 return
             if segment is not segments[-1]:  # the last one is indexed as written
-                segment.index_sealed()
+                with self._lock:  # one thread indexes; others wait and reuse it
+                    segment.index_sealed()
             if segment.end_offset > start:
                 yield from self._segment_records(segment, start, stop)
 

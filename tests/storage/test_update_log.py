@@ -1,3 +1,4 @@
+import doctest
 import threading
 
 import numpy as np
@@ -6,6 +7,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import storage.update_log.log
+import storage.updates
 from storage.update_log import (
     LogConfig,
     LogError,
@@ -224,3 +227,8 @@ def test_records_carry_producer_and_event_times(tmp_path):
         assert (rec.producer_id, rec.seq) == ("z", 4)
         assert (rec.min_event_time, rec.max_event_time) == (5, 9)
         assert log.verify() == 1
+
+
+@pytest.mark.parametrize("module", [storage.updates, storage.update_log.log])
+def test_docstring_examples(module):
+    assert doctest.testmod(module).failed == 0

@@ -179,9 +179,12 @@ def test_sigkill_mid_append_loses_no_acknowledged_update(tmp_path):
 
         with UpdateLog(path, CONFIG) as log:
             logged = {}
+            expected_first = 0
             for record in log.records():
                 assert check_record(record.first_offset, record.batch) == record.seq
                 assert record.seq not in logged  # none logged twice
+                assert record.first_offset == expected_first  # no gap, no overlap
+                expected_first = record.last_offset + 1
                 logged[record.seq] = (record.first_offset, record.last_offset)
             for s, offsets in acked.items():
                 assert logged[s] == offsets  # every acknowledged batch, intact
@@ -194,3 +197,7 @@ def test_sigkill_mid_append_loses_no_acknowledged_update(tmp_path):
                 again = log.append(batch_for(s), producer_id="p", seq=s)
                 assert again.duplicate
                 assert (again.first_offset, again.last_offset) == logged[s]
+        with UpdateLog(path, CONFIG) as log:  # appends continue at the right offset
+            nxt = log.append(batch_for(last_seq + 1), producer_id="p", seq=last_seq + 1)
+            assert nxt.first_offset == expected_first
+            acked[last_seq + 1] = (nxt.first_offset, nxt.last_offset)
