@@ -5,12 +5,12 @@ See :mod:`storage.update_log.log` for the guarantees and
 """
 
 from storage.update_log.errors import LogCorruptError, LogError, LogFullError
-from storage.update_log.log import (
+from storage.update_log.log import UpdateLog
+from storage.update_log.types import (
     AppendResult,
     LogConfig,
     LogRecord,
     RecoveryReport,
-    UpdateLog,
 )
 
 __all__ = [

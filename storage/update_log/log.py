@@ -48,142 +48,23 @@ import os
 import threading
 import time
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import NamedTuple
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from storage.errors import format_error
 from storage.update_log import _format as fmt
+from storage.update_log._files import TMP_SUFFIX, fsync_dir, pwrite_all, write_atomic
+from storage.update_log._producers import ProducerTable
 from storage.update_log._segment import Segment
 from storage.update_log.errors import LogCorruptError, LogError, LogFullError
-from storage.updates import UpdateLimits, validate_updates
+from storage.update_log.types import AppendResult, LogConfig, LogRecord, RecoveryReport
+from storage.updates import validate_updates
 
 _META = "strata-log.json"
 _LOCK = "writer.lock"
-_TMP = ".tmp"
 _META_BODY = {"format": "strata-update-log", "version": fmt.VERSION}
-
-
-@dataclass(frozen=True, slots=True)
-class LogConfig:
-    """How an :class:`UpdateLog` writes.
-
-    Attributes:
-        segment_bytes: a segment is sealed and a new one started once the next
-            record would grow it past this size (a larger record gets its own).
-        max_log_bytes: disk quota over all segments; ``None`` for none. An append
-            that would exceed it raises :class:`LogFullError` and writes nothing.
-        limits: what appended batches must satisfy (``validate_updates``); ``None``
-            skips validation (for callers that validated already).
-        dedup_window: resent ``seq`` values per producer answered from memory; older
-            resends are looked up in the segment files.
-    """
-
-    segment_bytes: int = 64 << 20
-    max_log_bytes: int | None = None
-    limits: UpdateLimits | None = field(default_factory=UpdateLimits)
-    dedup_window: int = 1024
-
-
-@dataclass(frozen=True, slots=True)
-class RecoveryReport:
-    """What opening the log found and repaired.
-
-    Attributes:
-        segments: segment files found.
-        start_offset: first retained row offset.
-        next_offset: offset the next append gets.
-        truncated_segment: file whose torn tail was cut, if any.
-        truncated_at: byte position the file was cut back to.
-        truncated_bytes: bytes removed.
-        reason: what the torn record looked like.
-        removed_files: leftover temporary files deleted.
-        producers: producers with a known high-water mark.
-    """
-
-    segments: int
-    start_offset: int
-    next_offset: int
-    truncated_segment: str | None = None
-    truncated_at: int | None = None
-    truncated_bytes: int = 0
-    reason: str | None = None
-    removed_files: tuple[str, ...] = ()
-    producers: int = 0
-
-    @property
-    def clean(self) -> bool:
-        """Whether nothing had to be repaired."""
-        return self.truncated_segment is None and not self.removed_files
-
-
-class AppendResult(NamedTuple):
-    """Offsets of an appended batch; ``duplicate`` marks an already-logged resend."""
-
-    first_offset: int
-    last_offset: int
-    duplicate: bool = False
-
-
-@dataclass(frozen=True, slots=True)
-class LogRecord:
-    """A (possibly sliced) record as read back, with its producer and event times."""
-
-    first_offset: int
-    batch: pa.RecordBatch
-    producer_id: str | None
-    seq: int | None
-    min_event_time: int
-    max_event_time: int
-
-    @property
-    def last_offset(self) -> int:
-        """Offset of the last row of ``batch``."""
-        return self.first_offset + int(self.batch.num_rows) - 1
-
-
-@dataclass(slots=True)
-class _Producer:
-    high_water: int
-    offsets: tuple[int, int]
-    recent: dict[int, tuple[int, int]] = field(default_factory=dict)
-
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def _write_atomic(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` via a synced temporary file and a rename."""
-    tmp = path.with_name(path.name + _TMP)
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    try:
-        os.write(fd, data)
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)
-    _fsync_dir(path.parent)
-
-
-def _pwrite_all(fd: int, pieces: list[bytes | pa.Buffer], position: int) -> None:
-    """Write ``pieces`` contiguously at ``position``, retrying short writes."""
-    views = [memoryview(p) for p in pieces]
-    while views:
-        written = os.pwritev(fd, views, position)
-        position += written
-        while views and written >= len(views[0]):
-            written -= len(views[0])
-            views.pop(0)
-        if views and written:
-            views[0] = views[0][written:]
 
 
 class UpdateLog:
@@ -216,7 +97,7 @@ class UpdateLog:
         self._lock = threading.RLock()
         self._changed = threading.Condition(self._lock)
         self._segments: list[Segment] = []
-        self._producers: dict[str, _Producer] = {}
+        self._producers = ProducerTable(self.config.dedup_window)
         self._fd = -1
         self._lock_fd = -1
         self._closed = False
@@ -261,7 +142,7 @@ class UpdateLog:
                 "an update log holds a strata-log.json; pick a new directory",
             )
         self._dir.mkdir(parents=True, exist_ok=True)
-        _write_atomic(self._dir / _META, json.dumps(_META_BODY).encode())
+        write_atomic(self._dir / _META, json.dumps(_META_BODY).encode())
 
     def _list_segments(self) -> list[Path]:
         named = []
@@ -286,7 +167,7 @@ class UpdateLog:
             ) from None
         removed = []
         for entry in self._dir.iterdir():
-            if entry.name.endswith(_TMP):  # a segment or metadata being created
+            if entry.name.endswith(TMP_SUFFIX):  # a segment or metadata being created
                 entry.unlink()
                 removed.append(entry.name)
         paths = self._list_segments()
@@ -296,10 +177,9 @@ class UpdateLog:
         self._segments = [Segment.open(p) for p in paths]
         last = self._segments[-1]
         self._fd = os.open(last.path, os.O_RDWR)
-        for pid, (seq, first, end) in last.header.producers.items():
-            self._producers[pid] = _Producer(seq, (first, end))
+        self._producers.load(last.header.producers)
         size = os.fstat(self._fd).st_size
-        scan = last.scan(self._fd, size, verify=True, visit=self._remember)
+        scan = last.scan(self._fd, size, verify=True, visit=self._producers.remember)
         cut = 0
         if scan.problem is not None:
             self._check_torn(last, self._fd, scan.end_position, size, scan.problem)
@@ -363,23 +243,10 @@ class UpdateLog:
         self._segments = fresh
         self._committed = self._next = fresh[-1].end_offset if fresh else 0
 
-    def _remember(self, header: fmt.RecordHeader) -> None:
-        """Update the producer table with a logged record."""
-        if header.producer_id is None:
-            return
-        offsets = (header.first_offset, header.last_offset)
-        state = self._producers.get(header.producer_id)
-        if state is None:
-            state = self._producers[header.producer_id] = _Producer(header.seq, offsets)
-        state.high_water, state.offsets = max(state.high_water, header.seq), offsets
-        state.recent[header.seq] = offsets
-        if len(state.recent) > self.config.dedup_window:
-            del state.recent[next(iter(state.recent))]
-
     def _create_segment(self, base_offset: int) -> Segment:
-        snapshot = {p: (s.high_water, *s.offsets) for p, s in self._producers.items()}
+        snapshot = self._producers.snapshot()
         path = self._dir / fmt.segment_name(base_offset)
-        _write_atomic(path, fmt.encode_file_header(base_offset, snapshot))
+        write_atomic(path, fmt.encode_file_header(base_offset, snapshot))
         segment = Segment.open(path)
         segment.indexed = True
         return segment
@@ -418,8 +285,7 @@ class UpdateLog:
 
     def high_water(self, producer_id: str) -> int | None:
         """The highest ``seq`` logged for ``producer_id``, or None if never seen."""
-        state = self._producers.get(producer_id)
-        return None if state is None else state.high_water
+        return self._producers.high_water(producer_id)
 
     # ------------------------------------------------------------------ appending
     def append(
@@ -533,7 +399,7 @@ class UpdateLog:
             active = self._segments[-1]
         position = active.end_position
         try:
-            _pwrite_all(self._fd, pieces, position)
+            pwrite_all(self._fd, pieces, position)
         except OSError as exc:
             os.ftruncate(self._fd, position)  # leave no partial record behind
             if exc.errno in (errno.ENOSPC, errno.EDQUOT):
@@ -550,7 +416,7 @@ class UpdateLog:
         self._next = first + batch.num_rows
         last = self._next - 1
         if producer_id is not None and seq is not None:
-            self._remember(
+            self._producers.remember(
                 fmt.RecordHeader(first, batch.num_rows, seq, 0, 0, producer_id, 0)
             )
         return AppendResult(first, last)
@@ -569,27 +435,17 @@ class UpdateLog:
 
     def _find_logged(self, producer_id: str, seq: int) -> tuple[int, int] | None:
         """Offsets of an already-logged ``(producer_id, seq)``; None if it is new."""
-        state = self._producers.get(producer_id)
-        if state is None or seq > state.high_water:
-            return None
-        if seq == state.high_water:
-            return state.offsets
-        if seq in state.recent:
-            return state.recent[seq]
-        for segment in reversed(self._segments):
-            before = segment.header.producers.get(producer_id)
-            if before is None or before[0] < seq:  # logged in this segment, if at all
-                found = segment.find_seq(producer_id, seq)
-                if found is not None:
-                    return found
-                break
-        raise self._error(
-            "seq",
-            f"a new seq (> {state.high_water}) or one still in the log",
-            f"{seq} of producer {producer_id!r}, never logged or truncated away",
-            "seqs must increase per producer; a batch below the high-water mark "
-            "is treated as already delivered",
-        )
+        try:
+            return self._producers.find(producer_id, seq, self._segments)
+        except KeyError:
+            raise self._error(
+                "seq",
+                f"a new seq (> {self._producers.high_water(producer_id)}) or one "
+                "still in the log",
+                f"{seq} of producer {producer_id!r}, never logged or truncated away",
+                "seqs must increase per producer; a batch below the high-water mark "
+                "is treated as already delivered",
+            ) from None
 
     def _sync(self) -> None:
         try:
@@ -774,7 +630,7 @@ class UpdateLog:
                 segment.path.unlink()
             if doomed:
                 del self._segments[:doomed]
-                _fsync_dir(self._dir)
+                fsync_dir(self._dir)
             return self._segments[0].base_offset
 
     # ------------------------------------------------------------------ lifetime

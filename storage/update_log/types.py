@@ -1,0 +1,88 @@
+"""Value types of the update log: its configuration, reports and results."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import NamedTuple
+
+import pyarrow as pa
+
+from storage.updates import UpdateLimits
+
+
+@dataclass(frozen=True, slots=True)
+class LogConfig:
+    """How an :class:`UpdateLog` writes.
+
+    Attributes:
+        segment_bytes: a segment is sealed and a new one started once the next
+            record would grow it past this size (a larger record gets its own).
+        max_log_bytes: disk quota over all segments; ``None`` for none. An append
+            that would exceed it raises :class:`LogFullError` and writes nothing.
+        limits: what appended batches must satisfy (``validate_updates``); ``None``
+            skips validation (for callers that validated already).
+        dedup_window: resent ``seq`` values per producer answered from memory; older
+            resends are looked up in the segment files.
+    """
+
+    segment_bytes: int = 64 << 20
+    max_log_bytes: int | None = None
+    limits: UpdateLimits | None = field(default_factory=UpdateLimits)
+    dedup_window: int = 1024
+
+
+@dataclass(frozen=True, slots=True)
+class RecoveryReport:
+    """What opening the log found and repaired.
+
+    Attributes:
+        segments: segment files found.
+        start_offset: first retained row offset.
+        next_offset: offset the next append gets.
+        truncated_segment: file whose torn tail was cut, if any.
+        truncated_at: byte position the file was cut back to.
+        truncated_bytes: bytes removed.
+        reason: what the torn record looked like.
+        removed_files: leftover temporary files deleted.
+        producers: producers with a known high-water mark.
+    """
+
+    segments: int
+    start_offset: int
+    next_offset: int
+    truncated_segment: str | None = None
+    truncated_at: int | None = None
+    truncated_bytes: int = 0
+    reason: str | None = None
+    removed_files: tuple[str, ...] = ()
+    producers: int = 0
+
+    @property
+    def clean(self) -> bool:
+        """Whether nothing had to be repaired."""
+        return self.truncated_segment is None and not self.removed_files
+
+
+class AppendResult(NamedTuple):
+    """Offsets of an appended batch; ``duplicate`` marks an already-logged resend."""
+
+    first_offset: int
+    last_offset: int
+    duplicate: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class LogRecord:
+    """A (possibly sliced) record as read back, with its producer and event times."""
+
+    first_offset: int
+    batch: pa.RecordBatch
+    producer_id: str | None
+    seq: int | None
+    min_event_time: int
+    max_event_time: int
+
+    @property
+    def last_offset(self) -> int:
+        """Offset of the last row of ``batch``."""
+        return self.first_offset + int(self.batch.num_rows) - 1
