@@ -378,15 +378,16 @@ class UpdateLog:
             batch = validate_updates(batch, self.config.limits)
         if batch.num_rows == 0:
             raise self._error("batch", "at least one row", "0 rows")
-        times = pc.min_max(batch.column("event_time"))
+        event_range = (0, 0)  # unvalidated batches (limits=None) may lack the column
+        if (
+            "event_time" in batch.schema.names
+            and batch.column("event_time").null_count == 0
+        ):
+            times = pc.min_max(batch.column("event_time"))
+            event_range = (int(times["min"].as_py()), int(times["max"].as_py()))
         first = self._next
-        pieces = fmt.encode_record(
-            first,
-            batch,
-            producer_id,
-            fmt.NO_SEQ if seq is None else seq,
-            (times["min"].as_py(), times["max"].as_py()),
-        )
+        seq_field = fmt.NO_SEQ if seq is None else seq
+        pieces = fmt.encode_record(first, batch, producer_id, seq_field, event_range)
         size = sum(len(memoryview(p)) for p in pieces)
         active = self._segments[-1]
         roll = (

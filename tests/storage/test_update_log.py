@@ -1,4 +1,6 @@
 import doctest
+import errno
+import os
 import threading
 
 import numpy as np
@@ -232,3 +234,53 @@ def test_records_carry_producer_and_event_times(tmp_path):
 @pytest.mark.parametrize("module", [storage.updates, storage.update_log.log])
 def test_docstring_examples(module):
     assert doctest.testmod(module).failed == 0
+
+
+def test_a_full_disk_mid_write_leaves_no_partial_record(tmp_path, monkeypatch):
+    with UpdateLog(tmp_path) as log:
+        fill(log, [5])
+        segment = sorted(tmp_path.glob("*.seg"))[-1]
+        size = segment.stat().st_size
+        real = os.pwritev
+
+        def half_then_enospc(fd, views, position):
+            real(fd, [bytes(views[0])[:7]], position)
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+        monkeypatch.setattr(os, "pwritev", half_then_enospc)
+        with pytest.raises(LogFullError, match="full disk"):
+            log.append(batch_of(5, 5))
+        monkeypatch.setattr(os, "pwritev", real)
+        assert segment.stat().st_size == size
+        assert log.append(batch_of(5, 5)).first_offset == 5  # the retry succeeds
+    with UpdateLog(tmp_path) as log:
+        assert log.recovery.clean
+        assert rows(log) == list(range(10))
+
+
+def test_a_failed_fsync_stops_the_log_until_reopened(tmp_path, monkeypatch):
+    log = UpdateLog(tmp_path)
+    fill(log, [3])
+
+    def eio(fd):
+        raise OSError(errno.EIO, "Input/output error")
+
+    monkeypatch.setattr(os, "fdatasync", eio)
+    with pytest.raises(LogError, match="fdatasync"):
+        log.append(batch_of(3, 2))
+    monkeypatch.undo()
+    with pytest.raises(LogError, match="failed sync"):
+        log.append(batch_of(3, 2))
+    log.close()
+    with UpdateLog(
+        tmp_path
+    ) as log:  # the unacknowledged record may or may not be there
+        assert log.next_offset in (3, 5)
+
+
+def test_unvalidated_appends_need_no_event_time(tmp_path):
+    with UpdateLog(tmp_path, LogConfig(limits=None)) as log:
+        log.append(pa.record_batch({"x": [1, 2]}))
+        (rec,) = list(log.records())
+        assert rec.batch.column("x").to_pylist() == [1, 2]
+        assert (rec.min_event_time, rec.max_event_time) == (0, 0)
