@@ -567,13 +567,11 @@ class UpdateLog:
         """
         position = self.start_offset if from_offset is None else from_offset
         idle_since = time.monotonic()
-        while True:
+        while not self._closed:
             for first, batch in self.read(position):
                 position = first + batch.num_rows
                 idle_since = time.monotonic()
                 yield first, batch
-            if self._closed:
-                return
             waited = time.monotonic() - idle_since
             if idle_timeout_s is not None and waited >= idle_timeout_s:
                 return
