@@ -18,7 +18,9 @@ and check the file against them.
 from __future__ import annotations
 
 import hashlib
+import mmap
 import os
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -96,10 +98,34 @@ def write_array(path: Path, array: np.ndarray) -> tuple[int, str]:
     return path.stat().st_size, file_sha256(path)
 
 
+@dataclass(frozen=True, slots=True)
+class MappedArray:
+    """A memory-mapped stored array and where its bytes sit in the file.
+
+    Attributes:
+        array: the read-only numpy view (in memory for ``str`` arrays).
+        offset: byte offset of element 0 in the file (``None`` for ``str``), which
+            lets readers ``pread`` rows instead of faulting in mapped pages.
+    """
+
+    array: np.ndarray
+    offset: int | None
+
+
 def read_array(
     path: Path, dtype: str, shape: tuple[int, ...], expected_bytes: int
 ) -> np.ndarray:
     """Memory-map one stored array and view it as numpy (read-only, no copy).
+
+    See :func:`map_array`, which this wraps.
+    """
+    return map_array(path, dtype, shape, expected_bytes).array
+
+
+def map_array(
+    path: Path, dtype: str, shape: tuple[int, ...], expected_bytes: int
+) -> MappedArray:
+    """Memory-map one stored array, checking it against its manifest entry.
 
     Args:
         path: the Arrow IPC file.
@@ -109,7 +135,7 @@ def read_array(
             was truncated or replaced.
 
     Returns:
-        A read-only array of ``dtype`` and ``shape`` (in memory for ``str``).
+        The read-only array of ``dtype`` and ``shape`` and its offset in the file.
 
     Raises:
         DatasetError: naming the file if it is missing, truncated, unreadable, or
@@ -135,9 +161,11 @@ def read_array(
             "the file was truncated or replaced",
         )
     try:
-        source = pa.memory_map(str(path), "r")
-        column = pa.ipc.open_file(source).get_batch(0).column(0)
-    except (pa.ArrowException, OSError, IndexError) as err:
+        with open(path, "rb") as f:
+            mapping = mmap.mmap(f.fileno(), 0, prot=mmap.PROT_READ)
+        buffer = pa.py_buffer(mapping)
+        column = pa.ipc.open_file(buffer).get_batch(0).column(0)
+    except (pa.ArrowException, OSError, ValueError, IndexError) as err:
         raise DatasetError.build(
             str(path),
             where,
@@ -148,13 +176,11 @@ def read_array(
     if dtype == "str":
         out = np.array(column.to_pylist(), dtype=str).reshape(shape)
         out.flags.writeable = False
-        return out
+        return MappedArray(out, None)
     np_dtype = np.dtype(dtype)
     stored = np.dtype(np.uint8) if np_dtype == np.bool_ else np_dtype
     if isinstance(column, pa.FixedSizeListArray):
-        values = column.flatten()
-        if len(column) != rows:
-            values = None
+        values = column.flatten() if len(column) == rows else None
     else:
         values = column
     count = int(np.prod(shape, dtype=np.int64))
@@ -175,4 +201,5 @@ def read_array(
         raise DatasetError.build(str(path), where, f"a {dtype} column", str(flat.dtype))
     mapped: np.ndarray = np.asarray(flat).view(np_dtype).reshape(shape)
     mapped.flags.writeable = False
-    return mapped
+    offset = flat.ctypes.data - buffer.address if count else 0
+    return MappedArray(mapped, offset)
