@@ -32,13 +32,16 @@ Examples:
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
+import json
 import multiprocessing
+import os
 import pickle
 import signal
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import zmq
@@ -56,7 +59,13 @@ from engine.wire import pack, unpack
 
 _POLL_MS = 100
 _EXIT_GRACE_S = 0.3  # a worker's last message may trail its exit by a moment
-_PRELOAD = ("__main__", "engine.executors.worker", "numpy", "pyarrow", "zmq")
+_PRELOAD = (
+    "engine.executors._fork_main",
+    "engine.executors.worker",
+    "numpy",
+    "pyarrow",
+)
+_MAIN_ENV = "STRATA_FORK_MAIN"
 
 
 class ProcessExecutor:
@@ -95,7 +104,8 @@ class ProcessExecutor:
         )
         run = _Run(tasks, config, self.host)
         try:
-            run.launch(self._context(plan), blobs)
+            with _main_path_for_fork_server():
+                run.launch(self._context(plan), blobs)
             run.handshake(self.startup_timeout_s)
             while run.error is None and not run.finished():
                 run.poll()
@@ -161,7 +171,7 @@ class _Run:
                     t.name for i, t in enumerate(self.tasks) if i not in self.endpoints
                 ]
                 self._fail_engine(
-                    self.tasks[0], "workers started", f"no hello from {missing}"
+                    self.tasks[0], "every worker to start", f"no hello from {missing}"
                 )
                 return
             self.poll()
@@ -278,8 +288,8 @@ class _Run:
             how = f"killed by {signal.Signals(-exitcode).name}"
         self._fail_engine(
             self.tasks[index],
-            "worker process",
-            f"{how} before the step finished",
+            "the worker to run until the step finished",
+            how,
             "the worker died without reporting an error: look for an out-of-memory "
             "kill or a crash in native code.",
         )
@@ -295,6 +305,30 @@ class _Run:
 
     def _send(self, index: int, frames: list[Any]) -> None:
         self.control.send_multipart([_identity(index), *frames])
+
+
+@contextlib.contextmanager
+def _main_path_for_fork_server() -> Iterator[None]:
+    """Name the main script for a fork server started now (see ``_fork_main``)."""
+    main = sys.modules.get("__main__")
+    path = getattr(main, "__file__", None)
+    if getattr(main, "__spec__", None) is not None or not isinstance(path, str):
+        yield  # ``python -m`` or interactive: workers do not re-run a script
+        return
+    if not os.path.isabs(path):  # the same path multiprocessing sends to workers
+        original = getattr(multiprocessing.process, "ORIGINAL_DIR", None)
+        path = os.path.join(original or os.getcwd(), path)
+    previous = os.environ.get(_MAIN_ENV)
+    os.environ[_MAIN_ENV] = json.dumps(
+        {"path": os.path.normpath(path), "argv": list(sys.argv)}
+    )
+    try:
+        yield
+    finally:
+        if previous is None:
+            os.environ.pop(_MAIN_ENV, None)
+        else:
+            os.environ[_MAIN_ENV] = previous
 
 
 def _pickle_tasks(
