@@ -78,6 +78,7 @@ class LocalExecutor:
         progress = Progress(
             enabled=config.progress,
             steps=[s.id for s in plan.steps if s.kind is not StepKind.BATCH],
+            sources=[s.id for s in plan.steps if s.kind is StepKind.SOURCE],
         )
         try:
             run.start()

@@ -101,6 +101,7 @@ class ProcessExecutor:
         progress = Progress(
             enabled=config.progress,
             steps=[s.id for s in plan.steps if s.kind is not StepKind.BATCH],
+            sources=[s.id for s in plan.steps if s.kind is StepKind.SOURCE],
         )
         run = _Run(tasks, config, self.host)
         try:

@@ -19,6 +19,7 @@ are handled in every wait and the task cannot deadlock on its own sockets.
 
 from __future__ import annotations
 
+import multiprocessing
 import pickle
 import signal
 import time
@@ -93,6 +94,13 @@ def _send_error(control: zmq.Socket[Any], error: StepError) -> None:
     )
 
 
+def _check_coordinator() -> None:
+    """Stop when the coordinator is gone (killed, say): no cancel will ever come."""
+    parent = multiprocessing.parent_process()
+    if parent is not None and not parent.is_alive():
+        raise Cancelled
+
+
 class _Worker:
     def __init__(
         self, spec: WorkerSpec, context: zmq.Context[Any], control: zmq.Socket[Any]
@@ -112,6 +120,8 @@ class _Worker:
             port = self.inbound.bind_to_random_port(f"tcp://{self.spec.host}")
             endpoint = f"tcp://{self.spec.host}:{port}"
         self.control.send_multipart(pack({"k": "hello", "endpoint": endpoint}))
+        while not self.control.poll(_POLL_MS):
+            _check_coordinator()
         header, _ = unpack(self.control.recv_multipart(copy=False))
         if header["k"] != "start":
             raise Cancelled
@@ -232,15 +242,14 @@ class _Pump:
             while socket.poll(0):
                 frames = socket.recv_multipart(copy=False)
                 self._dispatch(socket, frames)
-        if (
-            self.worker.spec.heartbeat
-            and time.monotonic() - self.last_beat > _HEARTBEAT_S
-        ):
+        if time.monotonic() - self.last_beat > _HEARTBEAT_S:
             self.last_beat = time.monotonic()
-            metrics = self.worker.metrics.to_dict()
-            self.worker.control.send_multipart(
-                pack({"k": "progress", "metrics": metrics})
-            )
+            _check_coordinator()
+            if self.worker.spec.heartbeat:
+                metrics = self.worker.metrics.to_dict()
+                self.worker.control.send_multipart(
+                    pack({"k": "progress", "metrics": metrics})
+                )
 
     def _dispatch(self, socket: zmq.Socket[Any], frames: list[Any]) -> None:
         if socket is self.worker.control:

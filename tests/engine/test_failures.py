@@ -8,6 +8,7 @@ import textwrap
 import time
 from pathlib import Path
 
+import psutil
 import pytest
 from engine_steps import (
     Endless,
@@ -150,11 +151,60 @@ def test_cli_exit_status_on_failure(tmp_path: Path, executor_name: str) -> None:
     job.write_text(textwrap.dedent(FAILING_JOB))
     report = tmp_path / "report.json"
     command = [
-        str(Path(sys.executable).parent / "strata"), "run", str(job),
-        "--executor", executor_name, "--report", str(report), "--quiet",
-    ]  # fmt: skip
+        str(Path(sys.executable).parent / "strata"),
+        "run",
+        str(job),
+        "--executor",
+        executor_name,
+        "--report",
+        str(report),
+        "--quiet",
+    ]
     done = subprocess.run(command, capture_output=True, text=True, timeout=120)
     assert done.returncode == 1
     assert "in step 'explode'" in done.stderr
     assert "exploded on purpose" in done.stderr
     assert '"status": "failed"' in report.read_text()
+
+
+ENDLESS_JOB = """
+    import sys
+    sys.path.insert(0, {steps_dir!r})
+    from engine_steps import Endless, identity
+    from engine import Map, Pipeline
+
+    def build() -> Pipeline:
+        p = Pipeline("endless")
+        p.step("numbers", Endless())
+        p.step("keyed", Map(identity), "numbers", shards=2, key=int)
+        return p
+"""
+
+
+@pytest.mark.multiprocess
+def test_workers_exit_when_the_coordinator_is_killed(tmp_path: Path) -> None:
+    job = tmp_path / "endless_job.py"
+    steps_dir = str(Path(__file__).parent)
+    job.write_text(textwrap.dedent(ENDLESS_JOB.format(steps_dir=steps_dir)))
+    strata = str(Path(sys.executable).parent / "strata")
+    coordinator = subprocess.Popen(
+        [strata, "run", str(job), "--executor", "process", "--quiet"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        workers: list[psutil.Process] = []
+        deadline = time.monotonic() + 60
+        while len(workers) < 3 and time.monotonic() < deadline:
+            time.sleep(0.1)
+            workers = [
+                p
+                for p in psutil.Process(coordinator.pid).children(recursive=True)
+                if "forkserver" in " ".join(p.cmdline()) and p.ppid() != coordinator.pid
+            ]
+        assert len(workers) == 3  # numbers, keyed[0/2], keyed[1/2]
+    finally:
+        coordinator.kill()
+        coordinator.wait()
+    _, alive = psutil.wait_procs(workers, timeout=5)
+    assert not alive
