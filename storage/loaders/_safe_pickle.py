@@ -11,6 +11,7 @@ a dense array, so scipy is not needed at runtime either.
 from __future__ import annotations
 
 import collections
+import importlib
 import io
 import pickle
 from typing import Any
@@ -55,8 +56,13 @@ def _sparse_class(kind: str) -> type[SparseState]:
 
 
 def _numpy_reconstruct() -> Any:
-    core = getattr(np, "_core", None) or np.core
-    return core.multiarray._reconstruct
+    # numpy 2 moved numpy.core to numpy._core; 1.26 has only a stub _core.
+    for name in ("numpy._core.multiarray", "numpy.core.multiarray"):
+        try:
+            return importlib.import_module(name)._reconstruct
+        except (ImportError, AttributeError):
+            continue
+    raise ImportError("numpy's array unpickling helper was not found")
 
 
 def _latin1_encode(text: str, encoding: str = "utf-8") -> bytes:

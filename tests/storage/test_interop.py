@@ -119,6 +119,15 @@ def test_dgl_round_trip(cora):
     back = from_dgl(g)
     np.testing.assert_array_equal(back.graph.indices, cora.graph.indices)
     np.testing.assert_array_equal(back.x, cora.x)
+    assert (g.in_degrees().numpy() == cora.graph.in_degree()).all()
+    import dgl
+
+    h = dgl.graph((torch.tensor([2, 0, 1]), torch.tensor([0, 1, 2])), num_nodes=3)
+    h.edata["weight"] = torch.tensor([2.0, 0.5, 1.0])
+    h.edata["feat"] = torch.tensor([[20.0], [0.0], [10.0]])
+    ds = from_dgl(h)
+    assert ds.graph.edge_weight.tolist() == [0.5, 1.0, 2.0]
+    assert ds.edge_data["feat"][:, 0].tolist() == [0.0, 10.0, 20.0]
 
 
 @pytest.mark.parametrize(
