@@ -22,8 +22,9 @@ class ChannelBounds:
     oversized items flows one at a time instead of deadlocking.
 
     The bound is per consuming task (one per shard). On the process executor it is
-    split evenly between the links feeding the task, each link getting at least one
-    item of credit.
+    split evenly between the links feeding the task (one per producer task), each
+    link getting at least one item of credit, and the oversized-item exception
+    applies per idle link rather than per empty channel.
     """
 
     max_items: int = 8

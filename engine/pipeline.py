@@ -42,6 +42,7 @@ Examples:
 from __future__ import annotations
 
 import enum
+import functools
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -88,6 +89,8 @@ class Step:
     def location(self) -> str:
         """``module:qualname`` of the function or operator class, for messages."""
         target = self.fn if self.kind is StepKind.BATCH else type(self.fn)
+        while isinstance(target, functools.partial):
+            target = target.func
         module = getattr(target, "__module__", None) or "?"
         name = getattr(target, "__qualname__", None) or type(target).__qualname__
         return f"{module}:{name}"

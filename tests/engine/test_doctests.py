@@ -8,11 +8,18 @@ import pytest
 
 import engine
 
-MODULES = sorted(
-    info.name
-    for info in pkgutil.walk_packages(engine.__path__, prefix="engine.")
-    if not info.name.endswith(".worker")
-)
+# Modules whose examples start worker processes.
+STARTS_PROCESSES = {"engine.executors.process"}
+MODULES = [
+    pytest.param(name, marks=pytest.mark.multiprocess)
+    if name in STARTS_PROCESSES
+    else name
+    for name in sorted(
+        info.name
+        for info in pkgutil.walk_packages(engine.__path__, prefix="engine.")
+        if not info.name.endswith(".worker")
+    )
+]
 
 
 @pytest.mark.parametrize("name", MODULES)
