@@ -18,6 +18,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from engine.config import RunConfig
+from engine.errors import PlanError, format_error
 from engine.executors.base import Executor, Outcome, RunResult, finish_run
 from engine.executors.local import LocalExecutor
 from engine.pipeline import Pipeline
@@ -69,6 +70,7 @@ def execute(
         StepError: A step failed and ``check`` is true.
     """
     plan = pipeline if isinstance(pipeline, Plan) else pipeline.validate()
+    _check_collect(plan, collect)
     runner = EXECUTORS[executor]() if isinstance(executor, str) else executor
     config = config or RunConfig()
     outcome = runner.run(plan, config, collect)
@@ -84,6 +86,22 @@ def execute(
     if check and result.error is not None:
         raise result.error
     return result
+
+
+def _check_collect(plan: Plan, collect: tuple[str, ...]) -> None:
+    problems = []
+    for ref in collect:
+        step_id, _, port = ref.partition(".")
+        ids = [step.id for step in plan.steps]
+        if step_id not in ids:
+            problems.append(
+                format_error("collect", step_id, "the id of a declared step", repr(ref))
+            )
+        elif port and port not in plan.step(step_id).ports:
+            ports = ", ".join(plan.step(step_id).ports)
+            problems.append(format_error("collect", step_id, f"one of ({ports})", port))
+    if problems:
+        raise PlanError(plan.name, problems)
 
 
 __all__ = ["EXECUTORS", "Executor", "LocalExecutor", "Outcome", "RunResult", "execute"]

@@ -21,7 +21,7 @@ from engine_steps import (
     total,
 )
 
-from engine import Filter, Map, Pipeline, execute
+from engine import Filter, Map, Pipeline, PlanError, execute
 from engine.testing import ListSink, ListSource, run
 
 
@@ -149,3 +149,22 @@ def test_empty_source(executor: str, shards: int) -> None:
     p.step("total", total, "keyed")
     p.record("total")
     assert execute(p, executor).outputs == {"total": 0, "count": 0}
+
+
+def test_one_port_feeds_several_consumers(executor: str) -> None:
+    p = Pipeline("fan-out")
+    p.step("numbers", ListSource(range(5)))
+    p.step("squares", Map(square), "numbers")
+    p.step("evens", Filter(is_even), "numbers")
+    p.step("a", ListSink(), "squares")
+    p.step("b", ListSink(), "evens")
+    assert run(p, executor) == {"a": [0, 1, 4, 9, 16], "b": [0, 2, 4]}
+
+
+def test_unknown_collect_reference_is_a_plan_error() -> None:
+    p = Pipeline("collect")
+    p.step("numbers", ListSource([1]))
+    with pytest.raises(PlanError, match="collect in step 'nothing'"):
+        execute(p, collect=("nothing",))
+    with pytest.raises(PlanError, match="collect in step 'numbers'"):
+        execute(p, collect=("numbers.side",))
