@@ -24,7 +24,7 @@ from engine import Pipeline, execute
 
 ROWS = 65_536
 SIZES = [
-    pytest.param(40, id="40x64k"),
+    pytest.param(100, id="100x64k"),
     pytest.param(300, id="300x64k", marks=pytest.mark.large),
 ]
 
