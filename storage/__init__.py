@@ -8,8 +8,10 @@ A plain library: it never imports the engine.
   (auxiliary array groups such as partition books).
 * Feature stores keyed by (group, attr): :class:`InMemoryFeatureStore`,
   :class:`ArrowFeatureStore`.
-* Loaders and generators: :func:`load_planetoid`, :func:`rmat`, :func:`sbm`,
-  :func:`random_geometric`.
+* Loaders and generators: :func:`load_planetoid`, :func:`read_edges`,
+  :func:`load_edge_list`, :func:`rmat`, :func:`sbm`, :func:`random_geometric`.
+* Graph specs (``planetoid:cora``, ``rmat:scale=16``, a path): :func:`load_graph`.
+* Converters (scipy, networkx, PyG, DGL): :mod:`storage.interop`.
 """
 
 from storage.csr import (
@@ -54,19 +56,22 @@ from storage.generators import (
     sbm,
     split_masks,
 )
-from storage.loaders import load_planetoid
+from storage.loaders import EdgeList, load_edge_list, load_planetoid, read_edges
+from storage.spec import GraphSpec, load_graph, parse_spec
 
 __all__ = [
     "ArrowFeatureStore",
     "CSRGraph",
     "DatasetError",
     "DuplicatePolicy",
+    "EdgeList",
     "FeatureError",
     "FeatureSchema",
     "FeatureStore",
     "FormatError",
     "GraphDataset",
     "GraphError",
+    "GraphSpec",
     "InMemoryFeatureStore",
     "Key",
     "Manifest",
@@ -78,9 +83,13 @@ __all__ = [
     "format_error",
     "index_dtype",
     "load_arrays",
+    "load_edge_list",
+    "load_graph",
     "load_planetoid",
     "open_dataset",
+    "parse_spec",
     "random_geometric",
+    "read_edges",
     "read_manifest",
     "rmat",
     "rmat_edges",
