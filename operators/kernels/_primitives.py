@@ -8,11 +8,18 @@ edge values are ``[E]`` or ``[E, H]``.
 
 from __future__ import annotations
 
+import warnings
+import weakref
+
 import torch
 
 from operators.kernels import _cpu
 from operators.kernels.backend import Backend, resolve, work_dtype
 from operators.kernels.device_graph import DeviceGraph
+
+# torch warns once per process that CSR tensors are "beta"; they are the
+# documented sparse layout for SpMM and this module relies on them knowingly.
+warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta")
 
 # Edges per chunk of the torch gather path: bounds the temporary [chunk, F] tensor.
 _GATHER_ELEMENTS = 1 << 24
@@ -27,11 +34,34 @@ def _rows(dg: DeviceGraph, transpose: bool) -> tuple[torch.Tensor, torch.Tensor,
 
 
 def _edge_values(
-    dg: DeviceGraph, values: torch.Tensor | None, transpose: bool
+    dg: DeviceGraph, values: torch.Tensor | None, transpose: bool, reuse: bool
 ) -> torch.Tensor | None:
+    """Edge values in the order of the CSR being reduced over."""
     if values is None or not transpose:
         return values
-    return values[dg.transpose().perm]
+    perm = dg.transpose().perm
+    if not reuse:
+        return values[perm]
+    # Constant coefficients (GCN's) come back every backward pass: keep the last
+    # permuted copy, keyed by a weak reference (a freed tensor never matches) and
+    # the tensor's version counter (an in-place change never matches either).
+    with dg._lock:
+        cached = dg._cache.get("transposed_values")
+        if (
+            cached is not None
+            and cached[0]() is values
+            and cached[1] == values._version
+        ):
+            permuted: torch.Tensor = cached[2]
+            return permuted
+    permuted = values[perm]
+    with dg._lock:
+        dg._cache["transposed_values"] = (
+            weakref.ref(values),
+            values._version,
+            permuted,
+        )
+    return permuted
 
 
 def spmm_raw(
@@ -40,18 +70,22 @@ def spmm_raw(
     values: torch.Tensor | None = None,
     *,
     transpose: bool = False,
+    reuse_values: bool = False,
 ) -> torch.Tensor:
     """Weighted neighbour sum: ``out[i] = sum_{e in row i} values[e] * x[src(e)]``.
 
     With ``transpose`` the roles swap: rows are sources, columns destinations, so
     this computes ``A^T @ x``, the backward of the forward product.
+    ``reuse_values`` says ``values`` will be passed again unchanged (constant
+    coefficients), so their transposed order is worth caching.
     """
     indptr, indices, num_cols = _rows(dg, transpose)
     num_rows = indptr.shape[0] - 1
     assert x.shape[0] == num_cols, (x.shape, num_cols)
-    values = _edge_values(dg, values, transpose)
+    values = _edge_values(dg, values, transpose, reuse_values)
     per_head = values is not None and values.dim() == 2
-    if resolve(x) is Backend.NUMBA:
+    work = indices.shape[0] * (x[0].numel() if x.shape[0] else 0)
+    if resolve(x, work) is Backend.NUMBA:
         return _spmm_numba(indptr, indices, num_rows, x, values, per_head)
     return _spmm_torch(dg, indptr, indices, num_rows, num_cols, x, values, transpose)
 
@@ -103,14 +137,18 @@ def _spmm_torch(dg, indptr, indices, num_rows, num_cols, x, values, transpose):
     values = values.detach().to(x.dtype)
     size = (num_rows, num_cols)
     if values.dim() == 1:
-        adj = torch.sparse_csr_tensor(indptr, indices, values, size)
+        adj = torch.sparse_csr_tensor(
+            indptr, indices, values, size, check_invariants=False
+        )
         flat = x.reshape(num_cols, -1)
         return (adj @ flat).view(num_rows, *x.shape[1:]).to(dtype)
     heads = values.shape[1]
     x3 = x.reshape(num_cols, heads, -1)
     outs = []
     for h in range(heads):
-        adj = torch.sparse_csr_tensor(indptr, indices, values[:, h].contiguous(), size)
+        adj = torch.sparse_csr_tensor(
+            indptr, indices, values[:, h].contiguous(), size, check_invariants=False
+        )
         outs.append(adj @ x3[:, h].contiguous())
     return torch.stack(outs, dim=1).view(num_rows, *x.shape[1:]).to(dtype)
 
@@ -123,7 +161,8 @@ def sddmm_raw(
     ``[N, F]`` inputs give ``[E]``; ``[N, H, C]`` inputs give ``[E, H]`` (per head).
     """
     heads = x_src.shape[1] if x_src.dim() == 3 else 0
-    if resolve(x_src) is Backend.NUMBA:
+    work = dg.num_edges * (x_src[0].numel() if x_src.shape[0] else 0)
+    if resolve(x_src, work) is Backend.NUMBA:
         xs = x_src.detach().to(work_dtype(x_src.dtype)).contiguous()
         yd = y_dst.detach().to(xs.dtype).contiguous()
         h = max(heads, 1)

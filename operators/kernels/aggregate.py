@@ -96,7 +96,8 @@ def aggregate(
         )
         return spmm(dg, x) * degree.view(-1, *([1] * (x.dim() - 1)))
     if reduce == "max":
-        if resolve(x) is Backend.NUMBA:
+        work = dg.num_edges * (x[0].numel() if x.shape[0] else 0)
+        if resolve(x, work) is Backend.NUMBA:
             result: torch.Tensor = _SegmentMax.apply(dg, x)
             return result
         return _max_torch(dg, x)

@@ -5,9 +5,11 @@
 2x faster than ``torch.sparse.mm`` on a CSR tensor (MKL) at 128 features and on
 par at 16, and both are 10x or more ahead of gather + ``index_add_`` /
 ``scatter_reduce`` / ``segment_reduce``, which also materialise one message per edge.
-So :attr:`Backend.AUTO` picks numba for CPU tensors and torch's sparse CSR kernels
-(cuSPARSE on CUDA) everywhere else. On CPU, half-precision inputs are computed in
-float32 and cast back (neither formulation has half arithmetic there).
+So :attr:`Backend.AUTO` picks numba for large CPU kernels (full graphs; see
+:data:`NUMBA_MIN_WORK` for why small ones, e.g. sampled blocks, stay on torch) and
+torch's sparse CSR kernels (cuSPARSE on CUDA) everywhere else. On CPU,
+half-precision inputs are computed in float32 and cast back (neither formulation
+has half arithmetic there).
 
 numba is otherwise kept to CPU preprocessing (ARCHITECTURE.md); these CPU kernels are
 the one exception, taken because the benchmark shows it pays, and the torch path
@@ -16,7 +18,9 @@ works without them.
 
 Examples:
     >>> import torch
-    >>> resolve(torch.empty(2, 2)) is Backend.NUMBA
+    >>> resolve(torch.empty(2, 2), work=1 << 30) is Backend.NUMBA
+    True
+    >>> resolve(torch.empty(2, 2), work=1 << 10) is Backend.TORCH
     True
     >>> with use_backend(Backend.TORCH):
     ...     resolve(torch.empty(2, 2)) is Backend.TORCH
@@ -42,6 +46,14 @@ class Backend(enum.Enum):
 
 
 _NUMBA_DTYPES = (torch.float32, torch.float64)
+
+# Below this many gathered elements (edges x width) a CPU kernel runs on torch.
+# numba's parallel kernels use their own OpenMP runtime (not torch's); a process
+# that alternates small numba and torch kernels (sampled training: a few
+# milliseconds each) keeps two thread teams spin-waiting on the same cores, which
+# on a 2-core machine cost more than the kernels. Big full-graph kernels amortise
+# it, and there numba is ~2x faster (bench_spmm).
+NUMBA_MIN_WORK = 1 << 24
 _state = threading.local()
 
 
@@ -66,13 +78,20 @@ def use_backend(backend: Backend) -> Iterator[None]:
         _state.backend = previous
 
 
-def resolve(x: torch.Tensor) -> Backend:
-    """The concrete backend (``NUMBA`` or ``TORCH``) for a kernel over ``x``."""
-    if current() is Backend.TORCH:
+def resolve(x: torch.Tensor, work: int | None = None) -> Backend:
+    """The concrete backend (``NUMBA`` or ``TORCH``) for a kernel over ``x``.
+
+    Args:
+        x: the kernel's main input (its device decides).
+        work: gathered elements (edges x row width), when known. Under ``AUTO``,
+            CPU kernels smaller than :data:`NUMBA_MIN_WORK` run on torch.
+    """
+    requested = current()
+    if requested is Backend.TORCH or x.device.type != "cpu":
         return Backend.TORCH
-    if x.device.type == "cpu":
-        return Backend.NUMBA
-    return Backend.TORCH
+    if requested is Backend.AUTO and work is not None and work < NUMBA_MIN_WORK:
+        return Backend.TORCH
+    return Backend.NUMBA
 
 
 def work_dtype(dtype: torch.dtype) -> torch.dtype:

@@ -39,7 +39,7 @@ class _EdgeSoftmax(torch.autograd.Function):
     def forward(ctx: Any, dg: DeviceGraph, scores: torch.Tensor) -> torch.Tensor:
         dtype = scores.dtype
         scores = scores.detach().contiguous()
-        if resolve(scores) is Backend.NUMBA:
+        if resolve(scores, scores.numel()) is Backend.NUMBA:
             scores = scores.to(work_dtype(dtype))
             probs = torch.empty_like(scores)
             _cpu.edge_softmax_forward(dg.indptr.numpy(), scores.numpy(), probs.numpy())
@@ -59,7 +59,7 @@ class _EdgeSoftmax(torch.autograd.Function):
     def backward(ctx: Any, grad: torch.Tensor) -> tuple[Any, ...]:
         (probs,) = ctx.saved_tensors
         grad = grad.contiguous()
-        if resolve(probs) is Backend.NUMBA:
+        if resolve(probs, probs.numel()) is Backend.NUMBA:
             work = work_dtype(probs.dtype)
             out = torch.empty(probs.shape, dtype=work)
             _cpu.edge_softmax_backward(

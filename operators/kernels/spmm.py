@@ -52,7 +52,10 @@ class _SpMM(torch.autograd.Function):
         values, x = ctx.saved_tensors
         grad_values = grad_x = None
         if ctx.needs_input_grad[2]:
-            grad_x = spmm_raw(ctx.dg, grad, values, transpose=True)
+            constant = values is not None and not ctx.values_need_grad
+            grad_x = spmm_raw(
+                ctx.dg, grad, values, transpose=True, reuse_values=constant
+            )
         if ctx.needs_input_grad[1]:
             heads = values.shape[1] if values.dim() == 2 else 0
             if heads:

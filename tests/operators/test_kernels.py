@@ -22,7 +22,7 @@ from operators.kernels import (
     spmm,
     use_backend,
 )
-from operators.kernels.backend import resolve, work_dtype
+from operators.kernels.backend import NUMBA_MIN_WORK, resolve, work_dtype
 from operators.samplers import NeighborSampler, SamplerConfig
 
 CPU = torch.device("cpu")
@@ -259,7 +259,11 @@ def test_sddmm_gradcheck(backend, small, heads):
 
 # ------------------------------------------------------------------ choices, errors
 def test_backend_selection():
-    assert resolve(torch.empty(1)) is Backend.NUMBA
+    big = NUMBA_MIN_WORK
+    assert resolve(torch.empty(1), big) is Backend.NUMBA
+    assert resolve(torch.empty(1), big - 1) is Backend.TORCH  # small: torch
+    with use_backend(Backend.NUMBA):
+        assert resolve(torch.empty(1), 1) is Backend.NUMBA  # forced: any size
     assert resolve(torch.empty(1, dtype=torch.float16)) is Backend.NUMBA
     assert work_dtype(torch.bfloat16) is torch.float32
     assert resolve(torch.empty(1, device="meta")) is Backend.TORCH
@@ -316,3 +320,17 @@ def test_errors_follow_the_template(dg):
         as_device_graph("not a graph", CPU)  # type: ignore[arg-type]
     with pytest.raises(OperatorError, match=r"^x in aggregate: expected a \[num_nodes"):
         aggregate(dg, torch.randn(dg.num_src), "sum")
+
+
+def test_cached_transposed_values_follow_in_place_changes(backend, dg):
+    values = torch.rand(dg.num_edges, dtype=torch.float64)
+    x = torch.randn(dg.num_src, 3, dtype=torch.float64, requires_grad=True)
+    spmm(dg, x, values).sum().backward()
+    first = x.grad.clone()
+    x.grad = None
+    spmm(dg, x, values).sum().backward()  # served from the cache
+    torch.testing.assert_close(x.grad, first)
+    x.grad = None
+    values.mul_(2.0)  # same tensor, new contents
+    spmm(dg, x, values).sum().backward()
+    torch.testing.assert_close(x.grad, 2.0 * first)
