@@ -140,12 +140,15 @@ def _default_name(directory: Path) -> str:
 @contextlib.contextmanager
 def _transaction(directory: str | Path, where: str) -> Iterator[_Transaction]:
     path = Path(directory)
+    created = not path.exists()
     try:
         path.mkdir(parents=True, exist_ok=True)
     except (FileExistsError, NotADirectoryError) as err:
         raise DatasetError.build(
             str(path), where, "a directory", "a file", "choose another --out"
         ) from err
+    if created:  # make the new directory's own entry durable too
+        fsync_path(path.resolve().parent)
     with open(path / LOCK, "a+b") as lock:
         fcntl.flock(lock.fileno(), fcntl.LOCK_EX)
         tx = _Transaction(path, where)

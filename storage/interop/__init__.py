@@ -1,12 +1,15 @@
 """Converters to and from scipy.sparse, networkx, PyG and DGL.
 
-Each library is imported inside the function that needs it, so all of them stay
-optional; a missing library is an ImportError that says how to install it.
+:func:`to_pyg_stores` wraps a Strata feature store and graph as PyG's
+``(FeatureStore, GraphStore)`` pair. Each library is imported inside the function
+that needs it, so all of them stay optional; a missing library is an ImportError
+that says how to install it.
 """
 
 from storage.interop.dgl import from_dgl, to_dgl
 from storage.interop.networkx import from_networkx, to_networkx
 from storage.interop.pyg import from_pyg, to_pyg
+from storage.interop.pyg_store import to_pyg_stores
 from storage.interop.scipy import from_scipy, to_scipy
 
 __all__ = [
@@ -17,5 +20,6 @@ __all__ = [
     "to_dgl",
     "to_networkx",
     "to_pyg",
+    "to_pyg_stores",
     "to_scipy",
 ]

@@ -3,6 +3,7 @@ import os
 import signal
 import tempfile
 import time
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -324,7 +325,11 @@ def ring(rows):
 
 
 def _kill_saver_after(directory, rows, delay):
-    pid = os.fork()
+    with warnings.catch_warnings():
+        # Python >= 3.12 warns that fork() in a threaded process may deadlock; the
+        # child only writes files, and a stuck child is killed all the same.
+        warnings.simplefilter("ignore", DeprecationWarning)
+        pid = os.fork()
     if pid == 0:  # child: never returns into pytest
         try:
             _saver(directory, rows)

@@ -144,3 +144,38 @@ def test_missing_library_is_a_clear_import_error(monkeypatch, function, module):
     g = CSRGraph.from_edges(np.array([0]), np.array([1]))
     with pytest.raises(ImportError, match=rf"{function.__name__} needs {module}"):
         function(GraphDataset(g) if function is not to_networkx else g)
+
+
+def test_pyg_feature_and_graph_store_adapters(cora, tmp_path):
+    from storage import ArrowFeatureStore, Key, save_dataset
+    from storage.interop import to_pyg_stores
+
+    save_dataset(cora, tmp_path)
+    fs, gs = to_pyg_stores(ArrowFeatureStore(tmp_path), cora.graph)
+    ids = torch.tensor([5, 0, 2707])
+    got = fs.get_tensor(group_name=None, attr_name="x", index=ids)
+    np.testing.assert_array_equal(got.numpy(), cora.x[[5, 0, 2707]])
+    assert fs.get_tensor_size(group_name=None, attr_name="x") == (2708, 1433)
+    assert (
+        fs.get_tensor(group_name=None, attr_name="y", index=slice(0, 3)).tolist()
+        == cora.y[:3].tolist()
+    )
+    names = {(a.group_name, a.attr_name) for a in fs.get_all_tensor_attrs()}
+    assert ("node", "train_mask") in names
+    fs.put_tensor(torch.zeros(2708, 2), group_name="node", attr_name="z", index=None)
+    assert ArrowFeatureStore(tmp_path).schema()[Key("node", "z")].shape == (2708, 2)
+
+    ref = pyg_utils.to_scipy_sparse_matrix(
+        to_pyg(cora).edge_index, num_nodes=2708
+    ).tocsr()
+    rowptr, col = gs.get_edge_index(edge_type=None, layout="csr")
+    np.testing.assert_array_equal(rowptr.numpy(), ref.indptr)
+    np.testing.assert_array_equal(col.numpy(), ref.indices)
+    colptr, row = gs.get_edge_index(edge_type=None, layout="csc")
+    csc = ref.tocsc()
+    np.testing.assert_array_equal(colptr.numpy(), csc.indptr)
+    csc.sort_indices()
+    np.testing.assert_array_equal(row.numpy(), csc.indices)
+    _, dst = gs.get_edge_index(edge_type=None, layout="coo", is_sorted=True)
+    assert bool((dst[1:] >= dst[:-1]).all())
+    assert len(gs.get_all_edge_attrs()) == 3
