@@ -364,3 +364,10 @@ def test_sigkill_during_save_keeps_previous_version(tmp_path):
     expected = {e.file for e in read_manifest(tmp_path).entries().values()}
     assert set(data_files(tmp_path)) == expected
     assert not list(tmp_path.glob("manifest.json.tmp-*"))
+
+
+def test_string_node_ids_round_trip(tmp_path):
+    ids = np.array(["alice", "bob", "", "dave", "eve"])
+    save_dataset(tiny(node_ids=ids), tmp_path)
+    back = open_dataset(tmp_path, verify=True)
+    assert back.node_data["node_ids"].tolist() == ids.tolist()
