@@ -23,6 +23,7 @@ Examples:
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import traceback
 from collections.abc import Mapping, Sequence
@@ -143,7 +144,13 @@ def main(argv: Sequence[str] | None = None, commands: Sequence[Command] = ()) ->
         args = parser.parse_args(argv)
     except SystemExit as exc:  # argparse exits on --help and on usage errors
         return exc.code if isinstance(exc.code, int) else EXIT_USAGE
-    return table[args.command].run(args)
+    try:
+        return table[args.command].run(args)
+    except BrokenPipeError:
+        # stdout was closed early (``strata run ... | head``): not the job's failure.
+        # Point stdout at /dev/null so the interpreter's final flush stays quiet.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_OK
 
 
 def _add_job_arguments(parser: argparse.ArgumentParser) -> None:

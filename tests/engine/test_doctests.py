@@ -17,7 +17,8 @@ MODULES = [
     for name in sorted(
         info.name
         for info in pkgutil.walk_packages(engine.__path__, prefix="engine.")
-        if not info.name.endswith(".worker")
+        # engine.gang (issue 6) runs its own doctests with its own markers.
+        if not info.name.endswith(".worker") and not info.name.startswith("engine.gang")
     )
 ]
 
