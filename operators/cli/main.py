@@ -17,9 +17,10 @@ from collections.abc import Sequence
 
 from engine.cli import main as engine_main
 from engine.command import Command
+from operators.cli.dataset import DatasetCommand
 
 #: Subcommands beyond the engine's ``run`` and ``describe``.
-COMMANDS: list[Command] = []
+COMMANDS: list[Command] = [DatasetCommand()]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
