@@ -1,0 +1,199 @@
+"""Baselines: hash and random partitions, and the pymetis reference.
+
+* :class:`HashPartitioner`: part = hash(vertex id, seed) mod k, what systems use
+  when they do not partition at all (DGL's random partition). Balanced only in
+  expectation: it does not promise the cap.
+* :class:`RandomPartitioner`: a seeded random assignment with part sizes as equal
+  as the vertex weights allow (round-robin over a random order), so it meets the
+  cap for unit weights. The "no worse than random" bar of the property tests.
+* :class:`MetisReference`: pymetis (METIS 5, k-way, ``recursive=False``) for tests
+  and benchmarks. pymetis is an optional dependency, imported on first use.
+
+Examples:
+    >>> import numpy as np
+    >>> from storage import CSRGraph
+    >>> src = np.arange(12); dst = (src + 1) % 12
+    >>> g = CSRGraph.from_edges(src, dst)
+    >>> RandomPartitioner(k=3, seed=1).partition(g).report.part_sizes
+    (4, 4, 4)
+    >>> HashPartitioner(k=3).partition(g).assignment.shape
+    (12,)
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from partition._graph import PhaseTimer, edge_cut_partition, fill_lightest, prepare
+from partition._jit import njit
+from partition._types import Float64Array, Int32Array
+from partition.errors import PartitionError
+from partition.types import Partition
+from storage import CSRGraph
+
+_MIX1 = np.uint64(0xBF58476D1CE4E5B9)
+_MIX2 = np.uint64(0x94D049BB133111EB)
+_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+_S30 = np.uint64(30)
+_S27 = np.uint64(27)
+_S31 = np.uint64(31)
+
+
+@njit(cache=True)
+def hash_parts(num_nodes: int, k: int, seed: int) -> np.ndarray:
+    """SplitMix64 hash of ``(vertex id, seed)`` modulo ``k`` for every vertex."""
+    out = np.empty(num_nodes, dtype=np.int32)
+    salt = np.uint64(seed) * _GOLDEN
+    for v in range(num_nodes):
+        z = np.uint64(v) + salt + _GOLDEN
+        z = (z ^ (z >> _S30)) * _MIX1
+        z = (z ^ (z >> _S27)) * _MIX2
+        z = z ^ (z >> _S31)
+        out[v] = np.int32(z % np.uint64(k))
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class HashPartitioner:
+    """Part of ``v`` = ``hash(v, seed) mod k`` (no balance guarantee).
+
+    Attributes:
+        k: number of parts.
+        seed: hash salt.
+    """
+
+    k: int
+    seed: int = 0
+
+    def partition(
+        self, graph: CSRGraph, *, node_weights: Float64Array | None = None
+    ) -> Partition:
+        """Hash every vertex to a part."""
+        simple, wgraph = prepare(graph, self.k, node_weights, "HashPartitioner")
+        start = time.perf_counter()
+        where = hash_parts(wgraph.num_nodes, self.k, self.seed)
+        return edge_cut_partition(
+            method="hash",
+            k=self.k,
+            seed=self.seed,
+            simple=simple,
+            assignment=where,
+            seconds=time.perf_counter() - start,
+            phase_seconds={},
+            config=self,
+            node_weights=None if node_weights is None else wgraph.vwgt,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class RandomPartitioner:
+    """Seeded random assignment with equal part weights as far as possible.
+
+    Attributes:
+        k: number of parts.
+        seed: random seed.
+    """
+
+    k: int
+    seed: int = 0
+
+    def partition(
+        self, graph: CSRGraph, *, node_weights: Float64Array | None = None
+    ) -> Partition:
+        """Visit vertices in a random order, each to the currently lightest part."""
+        simple, wgraph = prepare(graph, self.k, node_weights, "RandomPartitioner")
+        start = time.perf_counter()
+        n = wgraph.num_nodes
+        order = np.random.default_rng(self.seed).permutation(n)
+        if node_weights is None:
+            where = np.empty(n, dtype=np.int32)
+            where[order] = np.arange(n, dtype=np.int32) % self.k
+        else:
+            where = np.empty(n, dtype=np.int32)
+            pw = np.zeros(self.k, dtype=np.int64)
+            # heaviest first keeps the parts even; ties keep the random order
+            weights = wgraph.vwgt[order]
+            where[order] = fill_lightest(pw, weights)
+        return edge_cut_partition(
+            method="random",
+            k=self.k,
+            seed=self.seed,
+            simple=simple,
+            assignment=where,
+            seconds=time.perf_counter() - start,
+            phase_seconds={},
+            config=self,
+            node_weights=None if node_weights is None else wgraph.vwgt,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class MetisReference:
+    """pymetis k-way (METIS 5) with Strata's conventions, for tests and benchmarks.
+
+    Passes ``recursive=False`` (pymetis otherwise runs recursive bisection for
+    ``k <= 8``), ``ufactor = 1000 * eps`` and the seed. Requires ``pymetis``.
+
+    Attributes:
+        k: number of parts.
+        imbalance: eps (METIS ``ufactor / 1000``).
+        seed: METIS seed (note: METIS seeds 0 and 1 give the same result).
+        recursive: use recursive bisection instead of k-way.
+    """
+
+    k: int
+    imbalance: float = 0.03
+    seed: int = 0
+    recursive: bool = False
+
+    def partition(
+        self, graph: CSRGraph, *, node_weights: Float64Array | None = None
+    ) -> Partition:
+        """Run pymetis on the undirected simple graph.
+
+        Raises:
+            PartitionError: when pymetis is not installed, or on bad input.
+        """
+        where = "MetisReference"
+        try:
+            import pymetis
+        except ImportError as exc:  # pragma: no cover - optional dependency
+            raise PartitionError.build(
+                "pymetis",
+                where,
+                "pymetis installed",
+                "ImportError",
+                "pip install pymetis (a dev extra)",
+            ) from exc
+        simple, wgraph = prepare(graph, self.k, node_weights, where)
+        timer = PhaseTimer()
+        start = time.perf_counter()
+        adjacency = pymetis.CSRAdjacency(
+            wgraph.xadj.astype(np.int32), wgraph.adjncy.astype(np.int32)
+        )
+        weighted = simple.edge_weight is not None
+        options = pymetis.Options(ufactor=round(1000 * self.imbalance), seed=self.seed)
+        with timer.phase("metis"):
+            _, parts = pymetis.part_graph(
+                self.k,
+                adjacency,
+                vweights=None if node_weights is None else wgraph.vwgt.astype(np.int32),
+                eweights=wgraph.adjwgt.astype(np.int32) if weighted else None,
+                recursive=self.recursive,
+                options=options,
+            )
+        assignment: Int32Array = np.asarray(parts, dtype=np.int32)
+        return edge_cut_partition(
+            method="pymetis-rb" if self.recursive else "pymetis",
+            k=self.k,
+            seed=self.seed,
+            simple=simple,
+            assignment=assignment,
+            seconds=time.perf_counter() - start,
+            phase_seconds=timer.seconds,
+            config=self,
+            node_weights=None if node_weights is None else wgraph.vwgt,
+        )

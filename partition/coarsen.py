@@ -1,0 +1,495 @@
+"""Coarsening for the multilevel partitioners: matchings and contraction.
+
+A level is a :class:`~partition._graph.WeightedCSR` plus ``cmap`` (fine vertex ->
+coarse vertex). The rules follow METIS 5.2.1 (read from its source and paraphrased):
+
+* **Visit order**: a seeded permutation, stably bucket-sorted by
+  ``min(floor(sqrt(1 + degree)), 4 * average degree)``, so low-degree vertices pick
+  first and everyone gets a chance to match.
+* **Matching**: with all edge weights equal (level 0 of an unweighted graph) a vertex
+  matches its first unmatched neighbour (:func:`match_random`); otherwise the
+  unmatched neighbour joined by the heaviest edge (:func:`match_heavy_edge`). A pair
+  merges only if its weight is ``<= max_vwgt = 1.5 * W / coarsen_to``. Degree-0
+  vertices pair with any unmatched vertex.
+* **2-hop matching** (:func:`match_two_hop`): when more than 10% of the vertices stay
+  unmatched, pair unmatched low-degree vertices that share a neighbour, then
+  vertices with identical neighbourhoods. This keeps hub-and-leaf (power-law) graphs
+  shrinking.
+* **Contraction** (:func:`contract`): pair weights add up, parallel edges merge with
+  summed weights, the edge inside a pair disappears. Coarse ids follow the smaller
+  fine id of each pair, which keeps memory access local.
+* **Stop** (:func:`coarsen`) once ``n_c <= coarsen_to = max(n / (40 log2 k), 30 k)``,
+  a level shrinks by less than 15%, or the graph has fewer edges than ``n_c / 2``.
+
+References:
+    Karypis and Kumar, "A Fast and High Quality Multilevel Scheme for Partitioning
+    Irregular Graphs", SIAM J. Sci. Comput. 20(1), 1998. Karypis and Kumar,
+    "Multilevel k-way Partitioning Scheme for Irregular Graphs", JPDC 48(1), 1998.
+    METIS 5.2.1, github.com/KarypisLab/METIS (``libmetis/coarsen.c``).
+
+Examples:
+    >>> import numpy as np
+    >>> from storage import CSRGraph
+    >>> from partition._graph import prepare
+    >>> from partition._rng import new_state
+    >>> ring = CSRGraph.from_edges(np.arange(100), (np.arange(100) + 1) % 100)
+    >>> _, g = prepare(ring, 2, None, "doc")
+    >>> levels = coarsen(g, 2, CoarsenConfig(), new_state(0))
+    >>> levels[0].graph.num_nodes, levels[-1].graph.num_nodes < 100
+    (100, True)
+    >>> int(levels[-1].graph.vwgt.sum())  # weight is preserved
+    100
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from partition._graph import WeightedCSR
+from partition._jit import njit
+from partition._rng import partial_permutation
+from partition._types import Int32Array, Int64Array
+
+_UNMATCHED = -1
+
+
+@dataclass(frozen=True, slots=True)
+class CoarsenConfig:
+    """Coarsening constants (METIS 5.2.1 defaults).
+
+    Attributes:
+        per_part: ``coarsen_to >= per_part * k``.
+        divisor: ``coarsen_to >= n / (divisor * log2 k)``.
+        min_shrink: stop when a level keeps more than this fraction of vertices.
+        max_vwgt_factor: a coarse vertex weighs at most ``factor * W / coarsen_to``.
+        two_hop: enable 2-hop matching.
+        two_hop_trigger: unmatched fraction that triggers 2-hop matching.
+    """
+
+    per_part: int = 30
+    divisor: float = 20.0
+    min_shrink: float = 0.85
+    max_vwgt_factor: float = 1.5
+    two_hop: bool = True
+    two_hop_trigger: float = 0.10
+
+    def coarsen_to(self, num_nodes: int, k: int) -> int:
+        """Target vertex count of the coarsest graph for a k-way partition."""
+        log2k = max(1, int(k).bit_length() - 1)  # METIS uses the integer log2
+        return max(int(num_nodes / (self.divisor * log2k)), self.per_part * k)
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Level:
+    """One level of the hierarchy: its graph and the map to the next coarser one."""
+
+    graph: WeightedCSR
+    cmap: Int64Array | None  # None on the coarsest level
+
+
+@njit(cache=True)
+def degree_order(xadj: np.ndarray, perm: np.ndarray) -> np.ndarray:
+    """Stable bucket sort of ``perm`` by ``min(degree, 0.7 * average degree)``.
+
+    Vertices of below-average degree go first, lowest first, so they find partners
+    before their neighbours are taken; the rest keep the random order.
+    """
+    n = xadj.shape[0] - 1
+    cap = max(1, int(0.7 * (xadj[n] // max(n, 1))))
+    counts = np.zeros(cap + 2, dtype=np.int64)
+    keys = np.empty(n, dtype=np.int64)
+    for i in range(n):
+        b = min(xadj[i + 1] - xadj[i], cap)
+        keys[i] = b
+        counts[b + 1] += 1
+    for b in range(cap + 1):
+        counts[b + 1] += counts[b]
+    order = np.empty(n, dtype=np.int64)
+    for j in range(n):
+        i = perm[j]
+        b = keys[i]
+        order[counts[b]] = i
+        counts[b] += 1
+    return order
+
+
+@njit(cache=True)
+def _match_island(
+    order: np.ndarray, match: np.ndarray, pi: int, last: int
+) -> tuple[int, int]:
+    """Find an unmatched partner for a degree-0 vertex; return (partner, last)."""
+    n = order.shape[0]
+    last = max(pi, last) + 1
+    while last < n:
+        j = order[last]
+        if match[j] == _UNMATCHED:
+            return j, last
+        last += 1
+    return -2, last
+
+
+@njit(cache=True)
+def match_random(
+    xadj: np.ndarray,
+    adjncy: np.ndarray,
+    vwgt: np.ndarray,
+    order: np.ndarray,
+    max_vwgt: int,
+) -> tuple[np.ndarray, int]:
+    """Match each unmatched vertex to its first unmatched neighbour that fits.
+
+    Returns ``(match, unmatched)``: ``match[v]`` is the partner (``v`` itself when
+    it stays single, -1 when it is left for 2-hop matching) and the count of
+    vertices left unmatched although light enough to pair.
+    """
+    n = xadj.shape[0] - 1
+    match = np.full(n, _UNMATCHED, dtype=np.int64)
+    last = 0
+    unmatched = 0
+    for pi in range(n):
+        i = order[pi]
+        if match[i] != _UNMATCHED:
+            continue
+        partner = i
+        if vwgt[i] < max_vwgt:
+            if xadj[i] == xadj[i + 1]:
+                j, last = _match_island(order, match, pi, last)
+                if j >= 0:
+                    partner = j
+            else:
+                for e in range(xadj[i], xadj[i + 1]):
+                    k = adjncy[e]
+                    if match[k] == _UNMATCHED and vwgt[i] + vwgt[k] <= max_vwgt:
+                        partner = k
+                        break
+                if partner == i and 3 * vwgt[i] < max_vwgt:
+                    unmatched += 1
+                    partner = _UNMATCHED
+        if partner != _UNMATCHED:
+            match[i] = partner
+            match[partner] = i
+    return match, unmatched
+
+
+@njit(cache=True)
+def match_heavy_edge(
+    xadj: np.ndarray,
+    adjncy: np.ndarray,
+    adjwgt: np.ndarray,
+    vwgt: np.ndarray,
+    order: np.ndarray,
+    max_vwgt: int,
+) -> tuple[np.ndarray, int]:
+    """Match each unmatched vertex along its heaviest edge to an unmatched vertex.
+
+    Same contract as :func:`match_random`.
+    """
+    n = xadj.shape[0] - 1
+    match = np.full(n, _UNMATCHED, dtype=np.int64)
+    last = 0
+    unmatched = 0
+    for pi in range(n):
+        i = order[pi]
+        if match[i] != _UNMATCHED:
+            continue
+        partner = i
+        if vwgt[i] < max_vwgt:
+            if xadj[i] == xadj[i + 1]:
+                j, last = _match_island(order, match, pi, last)
+                if j >= 0:
+                    partner = j
+            else:
+                best = -1
+                for e in range(xadj[i], xadj[i + 1]):
+                    k = adjncy[e]
+                    if (
+                        match[k] == _UNMATCHED
+                        and adjwgt[e] > best
+                        and vwgt[i] + vwgt[k] <= max_vwgt
+                    ):
+                        partner = k
+                        best = adjwgt[e]
+                if partner == i and 3 * vwgt[i] < max_vwgt:
+                    unmatched += 1
+                    partner = _UNMATCHED
+        if partner != _UNMATCHED:
+            match[i] = partner
+            match[partner] = i
+    return match, unmatched
+
+
+@njit(cache=True)
+def _two_hop_any(
+    xadj: np.ndarray,
+    adjncy: np.ndarray,
+    order: np.ndarray,
+    match: np.ndarray,
+    unmatched: int,
+    max_degree: int,
+) -> int:
+    """Pair unmatched vertices of degree < max_degree that share a neighbour."""
+    n = xadj.shape[0] - 1
+    colptr = np.zeros(n + 1, dtype=np.int64)
+    for i in range(n):
+        if match[i] == _UNMATCHED and xadj[i + 1] - xadj[i] < max_degree:
+            for e in range(xadj[i], xadj[i + 1]):
+                colptr[adjncy[e] + 1] += 1
+    for i in range(n):
+        colptr[i + 1] += colptr[i]
+    fill = colptr[:n].copy()
+    rowind = np.empty(colptr[n], dtype=np.int64)
+    for pi in range(n):
+        i = order[pi]
+        if match[i] == _UNMATCHED and xadj[i + 1] - xadj[i] < max_degree:
+            for e in range(xadj[i], xadj[i + 1]):
+                c = adjncy[e]
+                rowind[fill[c]] = i
+                fill[c] += 1
+    for pi in range(n):
+        i = order[pi]
+        if colptr[i + 1] - colptr[i] < 2:
+            continue
+        j = colptr[i]
+        jj = colptr[i + 1]
+        while j < jj:
+            a = rowind[j]
+            if match[a] == _UNMATCHED:
+                jj -= 1
+                while jj > j:
+                    b = rowind[jj]
+                    if match[b] == _UNMATCHED:
+                        match[a] = b
+                        match[b] = a
+                        unmatched -= 2
+                        break
+                    jj -= 1
+            j += 1
+    return unmatched
+
+
+@njit(cache=True)
+def _two_hop_all(
+    xadj: np.ndarray,
+    adjncy: np.ndarray,
+    order: np.ndarray,
+    match: np.ndarray,
+    unmatched: int,
+    max_degree: int,
+) -> int:
+    """Pair unmatched vertices (1 < degree < max_degree) with identical neighbours."""
+    n = xadj.shape[0] - 1
+    cand = np.empty(n, dtype=np.int64)
+    keys = np.empty(n, dtype=np.int64)
+    count = 0
+    for pi in range(n):
+        i = order[pi]
+        deg = xadj[i + 1] - xadj[i]
+        if match[i] == _UNMATCHED and 1 < deg < max_degree:
+            total = 0
+            for e in range(xadj[i], xadj[i + 1]):
+                total += adjncy[e]
+            cand[count] = i
+            keys[count] = total * max_degree + deg
+            count += 1
+    if count < 2:
+        return unmatched
+    sort = np.argsort(keys[:count], kind="mergesort")
+    mark = np.zeros(n, dtype=np.bool_)
+    for a in range(count):
+        i = cand[sort[a]]
+        if match[i] != _UNMATCHED:
+            continue
+        key = keys[sort[a]]
+        for e in range(xadj[i], xadj[i + 1]):
+            mark[adjncy[e]] = True
+        for b in range(a + 1, count):
+            if keys[sort[b]] != key:
+                break
+            j = cand[sort[b]]
+            if match[j] != _UNMATCHED:
+                continue
+            same = True
+            for e in range(xadj[j], xadj[j + 1]):
+                if not mark[adjncy[e]]:
+                    same = False
+                    break
+            if same:
+                match[i] = j
+                match[j] = i
+                unmatched -= 2
+                break
+        for e in range(xadj[i], xadj[i + 1]):
+            mark[adjncy[e]] = False
+    return unmatched
+
+
+@njit(cache=True)
+def match_two_hop(
+    xadj: np.ndarray,
+    adjncy: np.ndarray,
+    order: np.ndarray,
+    match: np.ndarray,
+    unmatched: int,
+    trigger: float,
+) -> int:
+    """METIS's 2-hop cascade on the vertices :func:`match_random` left unmatched."""
+    n = xadj.shape[0] - 1
+    unmatched = _two_hop_any(xadj, adjncy, order, match, unmatched, 2)
+    unmatched = _two_hop_all(xadj, adjncy, order, match, unmatched, 64)
+    if unmatched > 1.5 * trigger * n:
+        unmatched = _two_hop_any(xadj, adjncy, order, match, unmatched, 3)
+    if unmatched > 2.0 * trigger * n:
+        unmatched = _two_hop_any(xadj, adjncy, order, match, unmatched, n)
+    return unmatched
+
+
+@njit(cache=True)
+def coarse_map(match: np.ndarray) -> tuple[np.ndarray, int]:
+    """Number the pairs by their smaller fine id; singles match themselves."""
+    n = match.shape[0]
+    cmap = np.empty(n, dtype=np.int64)
+    cn = 0
+    for i in range(n):
+        j = match[i]
+        if j == _UNMATCHED:
+            match[i] = i
+            cmap[i] = cn
+            cn += 1
+        elif i <= j:
+            cmap[i] = cn
+            cmap[j] = cn
+            cn += 1
+    return cmap, cn
+
+
+@njit(cache=True)
+def contract(
+    xadj: np.ndarray,
+    adjncy: np.ndarray,
+    adjwgt: np.ndarray,
+    vwgt: np.ndarray,
+    match: np.ndarray,
+    cmap: np.ndarray,
+    cn: int,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Build the coarse graph: weights add up, parallel edges merge, loops vanish."""
+    n = xadj.shape[0] - 1
+    cxadj = np.zeros(cn + 1, dtype=np.int64)
+    cvwgt = np.empty(cn, dtype=np.int64)
+    buf_adj = np.empty(xadj[n], dtype=np.int32)
+    buf_wgt = np.empty(xadj[n], dtype=np.int64)
+    slot = np.full(cn, -1, dtype=np.int64)
+    nedges = 0
+    c = 0
+    for v in range(n):
+        u = match[v]
+        if u < v:
+            continue
+        start = nedges
+        cvwgt[c] = vwgt[v] if u == v else vwgt[v] + vwgt[u]
+        for x in (v, u):
+            for e in range(xadj[x], xadj[x + 1]):
+                t = cmap[adjncy[e]]
+                if t == c:
+                    continue
+                s = slot[t]
+                if s < 0:
+                    slot[t] = nedges
+                    buf_adj[nedges] = t
+                    buf_wgt[nedges] = adjwgt[e]
+                    nedges += 1
+                else:
+                    buf_wgt[s] += adjwgt[e]
+            if u == v:
+                break
+        for e in range(start, nedges):
+            slot[buf_adj[e]] = -1
+        c += 1
+        cxadj[c] = nedges
+    return cxadj, buf_adj[:nedges].copy(), buf_wgt[:nedges].copy(), cvwgt
+
+
+@njit(cache=True)
+def coarsen_once(
+    xadj: np.ndarray,
+    adjncy: np.ndarray,
+    adjwgt: np.ndarray,
+    vwgt: np.ndarray,
+    max_vwgt: int,
+    heavy: bool,
+    two_hop: bool,
+    trigger: float,
+    state: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """One level: order, match (+2-hop), contract. Returns ``(cmap, cxadj, ...)``."""
+    n = xadj.shape[0] - 1
+    order = partial_permutation(state, n)
+    if heavy:
+        order = degree_order(xadj, order)
+        match, unmatched = match_heavy_edge(xadj, adjncy, adjwgt, vwgt, order, max_vwgt)
+    else:
+        match, unmatched = match_random(xadj, adjncy, vwgt, order, max_vwgt)
+    if two_hop and unmatched > trigger * n:
+        match_two_hop(xadj, adjncy, order, match, unmatched, trigger)
+    cmap, cn = coarse_map(match)
+    cxadj, cadjncy, cadjwgt, cvwgt = contract(
+        xadj, adjncy, adjwgt, vwgt, match, cmap, cn
+    )
+    return cmap, cxadj, cadjncy, cadjwgt, cvwgt
+
+
+def coarsen(
+    graph: WeightedCSR,
+    k: int,
+    config: CoarsenConfig,
+    state: np.ndarray,
+    coarsen_to: int | None = None,
+) -> list[Level]:
+    """Coarsen ``graph`` for a ``k``-way partition; return levels, finest first.
+
+    Args:
+        graph: the input graph (level 0).
+        k: number of parts (sets ``coarsen_to`` unless given).
+        config: constants.
+        state: random stream (advanced).
+        coarsen_to: override the target size.
+
+    Returns:
+        ``levels[0].graph is graph``; every level but the last has its ``cmap``.
+    """
+    target = config.coarsen_to(graph.num_nodes, k) if coarsen_to is None else coarsen_to
+    max_vwgt = int(config.max_vwgt_factor * graph.total_vwgt / max(target, 1))
+    heavy = not graph.unit_edge_weights()
+    levels: list[Level] = []
+    current = graph
+    while True:
+        n = current.num_nodes
+        if n <= target or current.adjncy.shape[0] <= n // 2:
+            break
+        cmap, cxadj, cadjncy, cadjwgt, cvwgt = coarsen_once(
+            current.xadj,
+            current.adjncy,
+            current.adjwgt,
+            current.vwgt,
+            max_vwgt,
+            heavy,
+            config.two_hop,
+            config.two_hop_trigger,
+            state,
+        )
+        coarse = WeightedCSR(cxadj, cadjncy, cadjwgt, cvwgt)
+        levels.append(Level(current, cmap))
+        heavy = True
+        current = coarse
+        if coarse.num_nodes >= config.min_shrink * n:
+            break
+    levels.append(Level(current, None))
+    return levels
+
+
+def project(cmap: Int64Array, coarse_where: Int32Array) -> Int32Array:
+    """Fine assignment from a coarse one."""
+    result: Int32Array = coarse_where[cmap]
+    return result
