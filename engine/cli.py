@@ -134,11 +134,15 @@ def main(argv: Sequence[str] | None = None, commands: Sequence[Command] = ()) ->
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     table: dict[str, Command] = {}
     builtin: list[Command] = [RunCommand(), DescribeCommand()]
+    chosen = next(
+        (a for a in (sys.argv[1:] if argv is None else argv) if a[:1] != "-"), None
+    )
     for command in [*builtin, *commands]:
         sub = subparsers.add_parser(
             command.name, help=command.help, description=command.help
         )
-        command.configure(sub)
+        if command.name == chosen:  # configure only the command that runs, so the
+            command.configure(sub)  # others' modules (storage: torch) stay unimported
         table[command.name] = command
     try:
         args = parser.parse_args(argv)

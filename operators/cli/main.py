@@ -1,7 +1,8 @@
 """The ``strata`` console script: the engine's commands plus graph-aware ones.
 
 To add a subcommand, implement :class:`engine.command.Command` and append an
-instance to :data:`COMMANDS` (one line).
+instance to :data:`COMMANDS` (one line), or a :class:`engine.command.LazyCommand`
+naming it when its module is heavy.
 
 Examples:
     >>> main(["describe", "engine._example_job"])
@@ -16,11 +17,18 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from engine.cli import main as engine_main
-from engine.command import Command
-from operators.cli.dataset import DatasetCommand
+from engine.command import Command, LazyCommand
 
-#: Subcommands beyond the engine's ``run`` and ``describe``.
-COMMANDS: list[Command] = [DatasetCommand()]
+#: Subcommands beyond the engine's ``run`` and ``describe``. Lazy entries import
+#: their module only when chosen: ``operators.cli.dataset`` imports storage, hence
+#: torch (2 s), which ``strata run`` and its fork server should not pay for.
+COMMANDS: list[Command] = [
+    LazyCommand(
+        "dataset",
+        "import, inspect and generate dataset directories",
+        "operators.cli.dataset:DatasetCommand",
+    ),
+]
 
 
 def main(argv: Sequence[str] | None = None) -> int:

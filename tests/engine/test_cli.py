@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from engine.cli import main
+from engine.command import LazyCommand
 
 JOB = "engine._example_job"
 
@@ -79,3 +80,22 @@ class Hello:
 def test_extra_commands_plug_in(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["hello", "strata"], [Hello()]) == 0
     assert capsys.readouterr().out == "hello strata\n"
+
+
+def test_lazy_commands_import_only_when_chosen(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    missing = LazyCommand("later", "never imported", "no_such_module_anywhere:Command")
+    assert main(["describe", JOB], [missing]) == 0
+    assert "later" in _help(capsys, [missing])
+    with pytest.raises(ModuleNotFoundError):
+        main(["later"], [missing])
+    lazy = LazyCommand("hello", "say hello", "engine.command:_Example")
+    assert main(["hello", "strata"], [lazy]) == 0
+    assert capsys.readouterr().out.endswith("hello strata\n")
+
+
+def _help(capsys: pytest.CaptureFixture[str], commands: list[LazyCommand]) -> str:
+    capsys.readouterr()
+    assert main(["--help"], commands) == 0
+    return capsys.readouterr().out

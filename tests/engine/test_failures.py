@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import textwrap
@@ -28,6 +29,7 @@ from engine import (
     StepError,
     execute,
 )
+from engine.cli import main
 from engine.testing import ListSink, ListSource
 
 # The issue's bound: a failed run ends within 2 s. Runs here start warm.
@@ -144,18 +146,30 @@ FAILING_JOB = """
 """
 
 
-@pytest.mark.multiprocess
-@pytest.mark.parametrize("executor_name", ["local", "process"])
-def test_cli_exit_status_on_failure(tmp_path: Path, executor_name: str) -> None:
+def _failing_job(tmp_path: Path) -> tuple[Path, Path]:
     job = tmp_path / "failing_job.py"
     job.write_text(textwrap.dedent(FAILING_JOB))
-    report = tmp_path / "report.json"
+    return job, tmp_path / "report.json"
+
+
+def test_cli_exit_status_on_failure(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    job, report = _failing_job(tmp_path)
+    assert main(["run", str(job), "--report", str(report), "--quiet"]) == 1
+    assert "in step 'explode'" in capsys.readouterr().err
+    assert json.loads(report.read_text())["status"] == "failed"
+
+
+@pytest.mark.multiprocess
+def test_strata_script_exit_status_on_process_failure(tmp_path: Path) -> None:
+    job, report = _failing_job(tmp_path)
     command = [
         str(Path(sys.executable).parent / "strata"),
         "run",
         str(job),
         "--executor",
-        executor_name,
+        "process",
         "--report",
         str(report),
         "--quiet",
@@ -164,7 +178,7 @@ def test_cli_exit_status_on_failure(tmp_path: Path, executor_name: str) -> None:
     assert done.returncode == 1
     assert "in step 'explode'" in done.stderr
     assert "exploded on purpose" in done.stderr
-    assert '"status": "failed"' in report.read_text()
+    assert json.loads(report.read_text())["status"] == "failed"
 
 
 ENDLESS_JOB = """
@@ -181,6 +195,7 @@ ENDLESS_JOB = """
 """
 
 
+@pytest.mark.slow
 @pytest.mark.multiprocess
 def test_workers_exit_when_the_coordinator_is_killed(tmp_path: Path) -> None:
     job = tmp_path / "endless_job.py"
