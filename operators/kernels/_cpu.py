@@ -11,6 +11,9 @@ from __future__ import annotations
 
 import numba
 import numpy as np
+import numpy.typing as npt
+
+Array = npt.NDArray[np.generic]
 
 # Reassociate and contract, but never assume away inf or NaN.
 _FAST = {"reassoc", "contract", "nsz", "arcp"}
@@ -19,7 +22,9 @@ _CHUNK = 256
 
 
 @numba.njit(parallel=True, fastmath=_FAST, cache=True, nogil=True)
-def spmm_sum(indptr, indices, x, out):  # pragma: no cover - numba
+def spmm_sum(
+    indptr: Array, indices: Array, x: Array, out: Array
+) -> None:  # pragma: no cover - numba
     """``out[i] = sum_{e in row i} x[indices[e]]`` for 2-D ``x``."""
     num_rows = indptr.shape[0] - 1
     width = x.shape[1]
@@ -34,7 +39,9 @@ def spmm_sum(indptr, indices, x, out):  # pragma: no cover - numba
 
 
 @numba.njit(parallel=True, fastmath=_FAST, cache=True, nogil=True)
-def spmm_weighted(indptr, indices, values, x, out):  # pragma: no cover - numba
+def spmm_weighted(
+    indptr: Array, indices: Array, values: Array, x: Array, out: Array
+) -> None:  # pragma: no cover - numba
     """``out[i] = sum_{e in row i} values[e] * x[indices[e]]`` for 2-D ``x``."""
     num_rows = indptr.shape[0] - 1
     width = x.shape[1]
@@ -50,7 +57,9 @@ def spmm_weighted(indptr, indices, values, x, out):  # pragma: no cover - numba
 
 
 @numba.njit(parallel=True, fastmath=_FAST, cache=True, nogil=True)
-def spmm_heads(indptr, indices, values, x, out):  # pragma: no cover - numba
+def spmm_heads(
+    indptr: Array, indices: Array, values: Array, x: Array, out: Array
+) -> None:  # pragma: no cover - numba
     """Per-head weights: ``out[i, h] = sum_e values[e, h] * x[indices[e], h]``."""
     num_rows = indptr.shape[0] - 1
     heads = x.shape[1]
@@ -68,7 +77,9 @@ def spmm_heads(indptr, indices, values, x, out):  # pragma: no cover - numba
 
 
 @numba.njit(parallel=True, fastmath=_FAST, cache=True, nogil=True)
-def sddmm_dot(indptr, indices, x_src, y_dst, out):  # pragma: no cover - numba
+def sddmm_dot(
+    indptr: Array, indices: Array, x_src: Array, y_dst: Array, out: Array
+) -> None:  # pragma: no cover - numba
     """Per-edge, per-head dot products: ``out[e, h] = <x_src[src, h], y_dst[i, h]>``."""
     num_rows = indptr.shape[0] - 1
     heads = x_src.shape[1]
@@ -86,7 +97,9 @@ def sddmm_dot(indptr, indices, x_src, y_dst, out):  # pragma: no cover - numba
 
 
 @numba.njit(parallel=True, cache=True, nogil=True)
-def segment_max(indptr, indices, x, out, arg):  # pragma: no cover - numba
+def segment_max(
+    indptr: Array, indices: Array, x: Array, out: Array, arg: Array
+) -> None:  # pragma: no cover - numba
     """Row-wise max over in-neighbours; ``arg`` is the winning source (-1: no edge).
 
     Ties keep the first edge; an empty row gives 0, as PyG's max aggregation does.
@@ -114,7 +127,9 @@ def segment_max(indptr, indices, x, out, arg):  # pragma: no cover - numba
 
 
 @numba.njit(parallel=True, cache=True, nogil=True)
-def edge_softmax_forward(indptr, scores, out):  # pragma: no cover - numba
+def edge_softmax_forward(
+    indptr: Array, scores: Array, out: Array
+) -> None:  # pragma: no cover - numba
     """Softmax of ``scores[E, H]`` over each destination row's edges."""
     num_rows = indptr.shape[0] - 1
     heads = scores.shape[1]
@@ -136,7 +151,9 @@ def edge_softmax_forward(indptr, scores, out):  # pragma: no cover - numba
 
 
 @numba.njit(parallel=True, cache=True, nogil=True)
-def edge_softmax_backward(indptr, probs, grad, out):  # pragma: no cover - numba
+def edge_softmax_backward(
+    indptr: Array, probs: Array, grad: Array, out: Array
+) -> None:  # pragma: no cover - numba
     """``out = p * (g - sum_row(p * g))``, the softmax Jacobian-vector product."""
     num_rows = indptr.shape[0] - 1
     heads = probs.shape[1]
@@ -153,7 +170,9 @@ def edge_softmax_backward(indptr, probs, grad, out):  # pragma: no cover - numba
 
 
 @numba.njit(cache=True, nogil=True)
-def transpose_csr(indptr, indices, num_cols):  # pragma: no cover - numba
+def transpose_csr(
+    indptr: Array, indices: Array, num_cols: int
+) -> tuple[Array, Array, Array]:  # pragma: no cover - numba
     """Transpose a CSR by a stable counting sort on the column ids.
 
     Returns ``(t_indptr, t_indices, perm)``: row ``j`` of the transpose lists the

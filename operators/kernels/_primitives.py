@@ -26,11 +26,15 @@ _GATHER_ELEMENTS = 1 << 24
 
 
 def _rows(dg: DeviceGraph, transpose: bool) -> tuple[torch.Tensor, torch.Tensor, int]:
-    """(indptr, indices, num_cols) of the CSR to reduce over."""
+    """(indptr, int64 indices, num_cols) of the CSR to reduce over.
+
+    Kernels always see int64 ids: one compiled variant per dtype instead of two,
+    and torch's CSR matmul wants indices of indptr's dtype anyway.
+    """
     if transpose:
         t = dg.transpose()
         return t.indptr, t.indices, dg.num_dst
-    return dg.indptr, dg.indices, dg.num_src
+    return dg.indptr, dg.src_index(), dg.num_src
 
 
 def _edge_values(
@@ -90,11 +94,19 @@ def spmm_raw(
     return _spmm_torch(dg, indptr, indices, num_rows, num_cols, x, values, transpose)
 
 
-def _spmm_numba(indptr, indices, num_rows, x, values, per_head):
+def _spmm_numba(
+    indptr: torch.Tensor,
+    indices: torch.Tensor,
+    num_rows: int,
+    x: torch.Tensor,
+    values: torch.Tensor | None,
+    per_head: bool,
+) -> torch.Tensor:
     dtype = x.dtype
     x = x.detach().to(work_dtype(dtype)).contiguous()
     out = torch.empty((num_rows, *x.shape[1:]), dtype=x.dtype)
     if per_head:
+        assert values is not None
         heads = values.shape[1]
         x3 = x.view(x.shape[0], heads, -1)
         _cpu.spmm_heads(
@@ -120,11 +132,16 @@ def _spmm_numba(indptr, indices, num_rows, x, values, per_head):
     return out.to(dtype)
 
 
-def _spmm_torch(dg, indptr, indices, num_rows, num_cols, x, values, transpose):
-    # torch's CSR matmul wants index tensors of one dtype: int64 like indptr.
-    # (Only the graph's own indices can be int32; the transpose's are int64.)
-    if indices.dtype != torch.int64:
-        indices = dg.src_index()
+def _spmm_torch(
+    dg: DeviceGraph,
+    indptr: torch.Tensor,
+    indices: torch.Tensor,
+    num_rows: int,
+    num_cols: int,
+    x: torch.Tensor,
+    values: torch.Tensor | None,
+    transpose: bool,
+) -> torch.Tensor:
     dtype = x.dtype
     if x.device.type == "cpu":  # no half-precision sparse matmul on CPU
         x = x.to(work_dtype(dtype))
@@ -169,7 +186,7 @@ def sddmm_raw(
         out = torch.empty((dg.num_edges, h), dtype=xs.dtype)
         _cpu.sddmm_dot(
             dg.indptr.numpy(),
-            dg.indices.numpy(),
+            dg.src_index().numpy(),
             xs.view(xs.shape[0], h, -1).numpy(),
             yd.view(yd.shape[0], h, -1).numpy(),
             out.numpy(),

@@ -45,7 +45,11 @@ class _SegmentMax(torch.autograd.Function):
         out = torch.empty((dg.num_dst, x2.shape[1]), dtype=x2.dtype)
         arg = torch.empty((dg.num_dst, x2.shape[1]), dtype=torch.int64)
         _cpu.segment_max(
-            dg.indptr.numpy(), dg.indices.numpy(), x2.numpy(), out.numpy(), arg.numpy()
+            dg.indptr.numpy(),
+            dg.src_index().numpy(),
+            x2.numpy(),
+            out.numpy(),
+            arg.numpy(),
         )
         ctx.save_for_backward(arg)
         ctx.x_shape = x.shape

@@ -153,7 +153,7 @@ class DeviceGraph:
         with self._lock:
             if key not in self._cache:
                 self._cache[key] = build()
-            return self._cache[key]  # type: ignore[no-any-return]
+            return self._cache[key]
 
     # ------------------------------------------------------------------ derived
     def src_index(self) -> torch.Tensor:
@@ -191,7 +191,7 @@ class DeviceGraph:
     def _build_transpose(self) -> Transposed:
         if self.device.type == "cpu":
             t_indptr, t_indices, perm = _cpu.transpose_csr(
-                self.indptr.numpy(), self.indices.numpy(), self.num_src
+                self.indptr.numpy(), self.src_index().numpy(), self.num_src
             )
             return Transposed(
                 torch.from_numpy(t_indptr),

@@ -57,8 +57,8 @@ def aggregate_first(
         True to aggregate first.
     """
     dense = in_width * out_width * _DENSE_COST * (3 if training else 1)
-    agg_first = num_edges * in_width * (2 if training and x_requires_grad else 1)
+    agg_first = float(num_edges * in_width * (2 if training and x_requires_grad else 1))
     agg_first += num_dst * dense
-    transform_first = num_edges * out_width * (2 if training else 1)
+    transform_first = float(num_edges * out_width * (2 if training else 1))
     transform_first += num_src * dense
     return agg_first <= transform_first

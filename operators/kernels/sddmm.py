@@ -35,7 +35,9 @@ from operators.kernels.device_graph import (
 )
 
 
-def _check_dst(dg: DeviceGraph, x_src: torch.Tensor, y_dst: torch.Tensor, where: str):
+def _check_dst(
+    dg: DeviceGraph, x_src: torch.Tensor, y_dst: torch.Tensor, where: str
+) -> None:
     check_node_features(dg, x_src, where)
     if y_dst.shape[0] != dg.num_dst or y_dst.shape[1:] != x_src.shape[1:]:
         raise OperatorError.build(

@@ -145,18 +145,38 @@ class GraphSAGE(BasicGNN):
     """Stacked :class:`~operators.layers.SAGEConv`.
 
     Args:
-        *args: as :class:`BasicGNN`.
+        in_channels: input feature width.
+        hidden_channels: width of every hidden layer.
+        out_channels: output width.
+        num_layers: number of convolutions.
         aggr: the SAGE aggregator (``"mean"``, ``"sum"``, ``"max"``).
         project: with ``aggr="max"``, the max-pool aggregator.
-        **kwargs: as :class:`BasicGNN`.
+        dropout: dropout probability before every layer.
+        act: activation between layers.
     """
 
     def __init__(
-        self, *args, aggr: str = "mean", project: bool = False, **kwargs
-    ) -> None:  # type: ignore[no-untyped-def]
+        self,
+        in_channels: int,
+        hidden_channels: int,
+        out_channels: int,
+        num_layers: int = 2,
+        *,
+        aggr: str = "mean",
+        project: bool = False,
+        dropout: float = 0.0,
+        act: Callable[[torch.Tensor], torch.Tensor] = F.relu,
+    ) -> None:
         self.aggr = aggr
         self.project = project
-        super().__init__(*args, **kwargs)
+        super().__init__(
+            in_channels,
+            hidden_channels,
+            out_channels,
+            num_layers,
+            dropout=dropout,
+            act=act,
+        )
 
     def make_conv(
         self, in_channels: int, out_channels: int, *, last: bool
@@ -173,25 +193,41 @@ class GAT(BasicGNN):
     layer averages ``output_heads`` heads.
 
     Args:
-        *args: as :class:`BasicGNN`.
+        in_channels: input feature width.
+        hidden_channels: width of each head in the hidden layers.
+        out_channels: output width.
+        num_layers: number of convolutions.
         heads: heads of every hidden layer.
         output_heads: heads of the last layer.
         attention_dropout: dropout on attention weights.
-        **kwargs: as :class:`BasicGNN`.
+        dropout: dropout probability before every layer.
+        act: activation between layers (ELU in the GAT paper).
     """
 
     def __init__(
         self,
-        *args,
+        in_channels: int,
+        hidden_channels: int,
+        out_channels: int,
+        num_layers: int = 2,
+        *,
         heads: int = 8,
         output_heads: int = 1,
         attention_dropout: float = 0.0,
-        **kwargs,
-    ) -> None:  # type: ignore[no-untyped-def]
+        dropout: float = 0.0,
+        act: Callable[[torch.Tensor], torch.Tensor] = F.elu,
+    ) -> None:
         self.heads = heads
         self.output_heads = output_heads
         self.attention_dropout = attention_dropout
-        super().__init__(*args, **kwargs)
+        super().__init__(
+            in_channels,
+            hidden_channels,
+            out_channels,
+            num_layers,
+            dropout=dropout,
+            act=act,
+        )
 
     def make_conv(
         self, in_channels: int, out_channels: int, *, last: bool

@@ -31,6 +31,7 @@ Examples:
 from __future__ import annotations
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from operators.errors import OperatorError
@@ -160,10 +161,9 @@ class GCNConv(nn.Module):
         )
         if values is not None:
             values = values.to(x.dtype)
-        if first:
-            out = self.lin(spmm(prop, x, values))
-        else:
-            out = spmm(prop, self.lin(x), values)
+        if first:  # the bias joins the dense product (one fused addmm)
+            return F.linear(spmm(prop, x, values), self.lin.weight, self.bias)
+        out = spmm(prop, self.lin(x), values)
         if self.bias is not None:
             out = out + self.bias
         return out

@@ -121,7 +121,7 @@ def _sample_layer(
     key: np.uint64,
     salt: np.int64,
     local_of: np.ndarray,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.int64]:
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
     """Sample one layer; return (indptr, local src ids, src global ids, status).
 
     ``local_of`` is scratch of length num_nodes filled with -1; it maps a global id
@@ -141,7 +141,7 @@ def _sample_layer(
     num_edges = indptr[num_dst]
     src = np.empty(num_dst + num_edges, dtype=np.int64)
     local = np.empty(num_edges, dtype=np.int64)
-    status = np.int64(-1)
+    status = -1
     for i in range(num_dst):
         v = dst[i]
         if local_of[v] != -1:
@@ -169,12 +169,12 @@ def _sample_layer(
                 # Floyd: for j = deg-take .. deg-1 draw r in [0, j]; keep r unless
                 # already chosen, else keep j. Every take-subset is equally likely.
                 for chosen, j in enumerate(range(deg - take, deg)):
-                    r = bounded(hash3(key, vkey, j), j + 1)
+                    pick = start + bounded(hash3(key, vkey, j), j + 1)
                     for q in range(chosen):
-                        if local[pos + q] == start + r:
-                            r = j
+                        if local[pos + q] == pick:
+                            pick = start + j
                             break
-                    local[pos + chosen] = start + r
+                    local[pos + chosen] = pick
             for k in range(pos, pos + take):
                 u = in_indices[local[k]]
                 lu = local_of[u]

@@ -41,7 +41,7 @@ _S32 = np.uint64(32)
 
 
 @numba.njit(cache=True, nogil=True)
-def mix64(z: np.uint64) -> np.uint64:
+def mix64(z: int | np.uint64) -> np.uint64:
     """SplitMix64's finaliser: a bijective avalanche of one 64-bit word."""
     z = np.uint64(z)
     z = (z ^ (z >> _S30)) * _MUL1
@@ -50,7 +50,7 @@ def mix64(z: np.uint64) -> np.uint64:
 
 
 @numba.njit(cache=True, nogil=True)
-def hash3(key: np.uint64, a: np.uint64, b: np.uint64) -> np.uint64:
+def hash3(key: int | np.uint64, a: int | np.integer, b: int | np.integer) -> np.uint64:
     """Mix a key and two coordinates into one uniformly distributed 64-bit word.
 
     Each input passes through the finaliser before it is combined, so nearby
@@ -62,7 +62,7 @@ def hash3(key: np.uint64, a: np.uint64, b: np.uint64) -> np.uint64:
 
 
 @numba.njit(cache=True, nogil=True)
-def bounded(h: np.uint64, m: np.int64) -> np.int64:
+def bounded(h: int | np.uint64, m: int | np.integer) -> np.int64:
     """Map a random word to ``[0, m)`` for ``0 < m < 2**32`` (Lemire's multiply-shift).
 
     Uses the high 32 bits, so the bias is below ``m / 2**32``.

@@ -155,7 +155,9 @@ def test_spmm_gradcheck(backend, small, heads):
     x = torch.randn(*shape, dtype=torch.float64, requires_grad=True)
     vshape = (small.num_edges, heads) if heads else (small.num_edges,)
     values = torch.rand(*vshape, dtype=torch.float64, requires_grad=True)
-    assert torch.autograd.gradcheck(lambda v, xx: spmm(small, xx, v), (values, x))
+    assert torch.autograd.gradcheck(
+        lambda v, xx: spmm(small, xx, v), (values, x), fast_mode=True
+    )
 
 
 def test_spmm_float32_matches_float64(backend, dg):
@@ -183,7 +185,9 @@ def test_aggregate_matches_pyg_scatter(backend, dg, reduce):
 @pytest.mark.parametrize("reduce", ["sum", "mean", "max"])
 def test_aggregate_gradcheck(backend, small, reduce):
     x = torch.randn(small.num_src, 2, dtype=torch.float64, requires_grad=True)
-    assert torch.autograd.gradcheck(lambda xx: aggregate(small, xx, reduce), (x,))
+    assert torch.autograd.gradcheck(
+        lambda xx: aggregate(small, xx, reduce), (x,), fast_mode=True
+    )
 
 
 def test_max_routes_gradient_of_parallel_edges_to_their_one_source(backend):
@@ -229,7 +233,9 @@ def test_edge_softmax_is_stable_for_large_scores(backend, dg):
 
 def test_edge_softmax_gradcheck(backend, small):
     scores = torch.randn(small.num_edges, 2, dtype=torch.float64, requires_grad=True)
-    assert torch.autograd.gradcheck(lambda s: edge_softmax(small, s), (scores,))
+    assert torch.autograd.gradcheck(
+        lambda s: edge_softmax(small, s), (scores,), fast_mode=True
+    )
 
 
 def test_sddmm_against_brute_force(backend, dg):
@@ -251,10 +257,14 @@ def test_sddmm_gradcheck(backend, small, heads):
     tail = (heads, 2) if heads else (2,)
     x_src = torch.randn(small.num_src, *tail, dtype=torch.float64, requires_grad=True)
     y_dst = torch.randn(small.num_dst, *tail, dtype=torch.float64, requires_grad=True)
-    assert torch.autograd.gradcheck(lambda a, b: sddmm_dot(small, a, b), (x_src, y_dst))
+    assert torch.autograd.gradcheck(
+        lambda a, b: sddmm_dot(small, a, b), (x_src, y_dst), fast_mode=True
+    )
     a_src = torch.randn(small.num_src, 2, dtype=torch.float64, requires_grad=True)
     a_dst = torch.randn(small.num_dst, 2, dtype=torch.float64, requires_grad=True)
-    assert torch.autograd.gradcheck(lambda a, b: sddmm_add(small, a, b), (a_src, a_dst))
+    assert torch.autograd.gradcheck(
+        lambda a, b: sddmm_add(small, a, b), (a_src, a_dst), fast_mode=True
+    )
 
 
 # ------------------------------------------------------------------ choices, errors
