@@ -1,0 +1,43 @@
+"""Single-device GNN trainers as pipeline steps (streaming operators).
+
+* :class:`FullGraphTrainer`: the whole graph per epoch (Kipf & Welling's procedure).
+* :class:`SampledTrainer`: mini-batches of sampled blocks, features gathered from a
+  :class:`~storage.FeatureStore` by a background prefetch thread.
+* Configuration: :class:`TrainConfig`, :class:`ModelConfig`, :class:`SamplingConfig`,
+  :class:`Monitor`, :class:`DecayScope`, :class:`EvalMode`.
+* Records: :class:`EpochRecord`, :class:`TrainResult`; data: :class:`TrainingData`.
+
+Both trainers emit one record per epoch on port ``epochs`` and the result on port
+``result`` (see :mod:`operators.trainers.base`).
+"""
+
+from operators.trainers.base import Trainer
+from operators.trainers.config import DecayScope, ModelConfig, Monitor, TrainConfig
+from operators.trainers.data import TrainingData, as_training_data
+from operators.trainers.early_stopping import EarlyStopping
+from operators.trainers.full_graph import FullGraphTrainer
+from operators.trainers.inference import layerwise_inference
+from operators.trainers.prefetch import Prefetcher, epoch_order
+from operators.trainers.records import TIMING_KEYS, EpochRecord, TrainResult
+from operators.trainers.sampled import EvalMode, SampledTrainer, SamplingConfig
+
+__all__ = [
+    "TIMING_KEYS",
+    "DecayScope",
+    "EarlyStopping",
+    "EpochRecord",
+    "EvalMode",
+    "FullGraphTrainer",
+    "ModelConfig",
+    "Monitor",
+    "Prefetcher",
+    "SampledTrainer",
+    "SamplingConfig",
+    "TrainConfig",
+    "TrainResult",
+    "Trainer",
+    "TrainingData",
+    "as_training_data",
+    "epoch_order",
+    "layerwise_inference",
+]

@@ -1,0 +1,355 @@
+"""The epoch loop shared by every single-device trainer, as a streaming step.
+
+A :class:`Trainer` is an :class:`~engine.Operator` with two output ports:
+
+* ``epochs``: one :class:`~operators.trainers.records.EpochRecord` dict per epoch,
+  emitted as the epoch ends. The engine counts them, so a job's progress line for
+  the step counts epochs (and the ``--quiet`` flag silences it, like every bar);
+* ``result``: one :class:`~operators.trainers.records.TrainResult` dict at the end.
+
+Its input is the training data (see :func:`~operators.trainers.data.as_training_data`;
+usually the payload of a dataset step). Outside a pipeline, :meth:`Trainer.fit` runs
+the same loop and returns the result.
+
+One run: validate the data; seed torch (inside ``torch.random.fork_rng``, so the
+caller's random state is left as it was); build the model and Adam; resume from a
+checkpoint when asked; then per epoch train (subclass), evaluate on the training and
+validation nodes (subclass), update early stopping, keep the best weights,
+checkpoint every ``checkpoint_every`` epochs and at the end, and emit the record.
+Finally the best (or last) weights are evaluated on every split.
+
+Reproducibility: on CPU the same configuration and data give bit-identical losses;
+a run resumed from a checkpoint continues the uninterrupted run's trajectory
+exactly, because the checkpoint holds torch's random state as well as the model and
+optimiser. Dropout draws from torch's global generator, so two trainers must not
+run concurrently in threads of one process (the ``process`` executor gives each
+step its own process).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import math
+import time
+from collections.abc import Callable, Generator, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any, Literal, NamedTuple
+
+import torch
+import torch._dynamo  # see below
+import torch.nn.functional as F
+
+from engine import Emit, Operator, StepContext
+from operators.errors import OperatorError
+from operators.layers import BasicGNN
+from operators.trainers.checkpoint import (
+    checkpoint_path,
+    load_checkpoint,
+    rng_state,
+    save_checkpoint,
+    set_rng_state,
+)
+from operators.trainers.config import DecayScope, Monitor, TrainConfig, resolve_device
+from operators.trainers.data import SPLITS, TrainingData, as_training_data
+from operators.trainers.early_stopping import EarlyStopping
+from operators.trainers.records import EpochRecord, TrainResult
+
+# torch.optim imports torch._dynamo at the first optimizer it builds, which takes
+# seconds. Importing it with this module moves that cost to import time, where the
+# process executor's fork server pays it once for all its workers.
+
+
+class SplitMetrics(NamedTuple):
+    """Loss and accuracy on one split (NaN when the split has no node)."""
+
+    loss: float
+    accuracy: float
+
+
+@dataclass(frozen=True, slots=True)
+class EpochStats:
+    """What one training epoch measured (filled by a trainer's ``train_epoch``)."""
+
+    loss: float
+    seeds: int
+    batches: int = 1
+    sample_s: float = 0.0
+    gather_s: float = 0.0
+    stall_s: float = 0.0
+
+
+def split_metrics(logits: torch.Tensor, y: torch.Tensor) -> SplitMetrics:
+    """Cross-entropy and accuracy of ``logits`` against labels ``y`` (same rows)."""
+    if y.numel() == 0:
+        return SplitMetrics(math.nan, math.nan)
+    loss = F.cross_entropy(logits, y).item()
+    accuracy = (logits.argmax(dim=1) == y).double().mean().item()
+    return SplitMetrics(loss, accuracy)
+
+
+def build_optimizer(model: BasicGNN, config: TrainConfig) -> torch.optim.Adam:
+    """Adam with weight decay on every parameter or on the first layer only."""
+    if config.decay_scope is DecayScope.FIRST:
+        first = list(model.convs[0].parameters())
+        seen = {id(p) for p in first}
+        rest = [p for p in model.parameters() if id(p) not in seen]
+        groups = [
+            {"params": first, "weight_decay": config.weight_decay},
+            {"params": rest, "weight_decay": 0.0},
+        ]
+        return torch.optim.Adam(groups, lr=config.lr)
+    return torch.optim.Adam(
+        model.parameters(), lr=config.lr, weight_decay=config.weight_decay
+    )
+
+
+@contextlib.contextmanager
+def _threads(count: int) -> Iterator[None]:
+    """Run with ``count`` torch threads (0: unchanged), then restore the setting."""
+    before = torch.get_num_threads()
+    if count:
+        torch.set_num_threads(count)
+    try:
+        yield
+    finally:
+        if count:
+            torch.set_num_threads(before)
+
+
+class Trainer(Operator[Any, Any]):
+    """Base class of single-device trainers (see the module docstring).
+
+    Subclasses implement :meth:`prepare`, :meth:`train_epoch` and :meth:`evaluate`,
+    and may override :meth:`check` and :meth:`release`.
+    """
+
+    ports = ("epochs", "result")
+
+    def __init__(self, config: TrainConfig) -> None:
+        self.config = config
+        self._ctx: StepContext | None = None
+
+    # ----------------------------------------------------------- operator protocol
+    def open(self, ctx: StepContext) -> None:
+        """Remember the step (its id names the checkpoint, metrics go to it)."""
+        self._ctx = ctx
+
+    def process(self, item: Any) -> Iterator[Emit[dict[str, Any]]]:
+        """Train on ``item``: emit each epoch's record, then the result."""
+        session = self.session(item)
+        while True:
+            try:
+                record = next(session)
+            except StopIteration as stop:
+                result: TrainResult = stop.value
+                break
+            yield Emit("epochs", record.to_dict())
+        yield Emit("result", result.to_dict())
+
+    # ------------------------------------------------------------------ plain API
+    def fit(
+        self, data: Any, on_epoch: Callable[[EpochRecord], None] | None = None
+    ) -> TrainResult:
+        """Train outside a pipeline; call ``on_epoch`` with every epoch's record."""
+        session = self.session(data)
+        while True:
+            try:
+                record = next(session)
+            except StopIteration as stop:
+                return stop.value
+            if on_epoch is not None:
+                on_epoch(record)
+
+    @property
+    def where(self) -> str:
+        """The trainer's name in error messages."""
+        name = type(self).__name__
+        return f"{name} (step '{self._ctx.step_id}')" if self._ctx else name
+
+    def session(self, data: Any) -> Generator[EpochRecord, None, TrainResult]:
+        """The whole run as a generator of epoch records returning the result."""
+        config = self.config
+        data = as_training_data(data, self.where)
+        self.check(data)
+        device = resolve_device(config.device)
+        devices = [device] if device.type == "cuda" else []
+        with torch.random.fork_rng(devices=devices), _threads(config.threads):
+            torch.manual_seed(config.seed)
+            model = config.model.build(data.num_features, data.num_classes).to(device)
+            optimizer = build_optimizer(model, config)
+            mode: Literal["min", "max"] = (
+                "min" if config.monitor is Monitor.VAL_LOSS else "max"
+            )
+            stopper = EarlyStopping(config.patience, mode)
+            run = _RunState(model, optimizer, stopper)
+            path = None
+            if config.checkpoint_dir is not None:
+                name = self._ctx.step_id if self._ctx else "trainer"
+                path = checkpoint_path(config.checkpoint_dir, name)
+                if config.resume and path.exists():
+                    run.restore(load_checkpoint(path), config, device, self.where)
+            self.prepare(data, model, device)
+            try:
+                yield from self._epochs(run, path, device)
+                if config.restore_best and run.best_state is not None:
+                    model.load_state_dict(run.best_state)
+                final = self.evaluate(model, SPLITS)
+            finally:
+                self.release()
+            return run.result(final, config)
+
+    def _epochs(
+        self, run: _RunState, path: Any, device: torch.device
+    ) -> Iterator[EpochRecord]:
+        config = self.config
+        for epoch in range(run.start, config.epochs):
+            if run.stopper.should_stop:
+                break  # a resumed run that had already stopped
+            start = time.perf_counter()
+            stats = self.train_epoch(run.model, run.optimizer, epoch)
+            eval_start = time.perf_counter()
+            metrics = self.evaluate(run.model, ("train", "val"))
+            end = time.perf_counter()
+            monitored = metrics["val"]
+            by_loss = config.monitor is Monitor.VAL_LOSS
+            value = monitored.loss if by_loss else monitored.accuracy
+            improved = run.stopper.update(epoch, value)
+            if improved:
+                run.best_state = copy.deepcopy(run.model.state_dict())
+            record = EpochRecord(
+                epoch=epoch,
+                loss=stats.loss,
+                train_accuracy=metrics["train"].accuracy,
+                val_loss=monitored.loss,
+                val_accuracy=monitored.accuracy,
+                improved=improved,
+                seconds=end - start,
+                seeds=stats.seeds,
+                batches=stats.batches,
+                sample_s=stats.sample_s,
+                gather_s=stats.gather_s,
+                stall_s=stats.stall_s,
+                eval_s=end - eval_start,
+            )
+            run.history.append(record)
+            self._count(record)
+            last = epoch + 1 == config.epochs or run.stopper.should_stop
+            if path is not None and (
+                last or (epoch + 1) % config.checkpoint_every == 0
+            ):
+                save_checkpoint(path, run.checkpoint(epoch + 1, config, device))
+            yield record
+
+    def _count(self, record: EpochRecord) -> None:
+        if self._ctx is None:
+            return
+        metrics = self._ctx.metrics
+        metrics.counter("epochs").inc()
+        metrics.counter("seeds").inc(record.seeds)
+        metrics.counter("batches").inc(record.batches)
+        metrics.counter("train_s").inc(record.seconds - record.eval_s)
+        metrics.counter("eval_s").inc(record.eval_s)
+        for name in ("sample_s", "gather_s", "stall_s"):
+            metrics.counter(name).inc(getattr(record, name))
+
+    # ------------------------------------------------------------ subclass hooks
+    def check(self, data: TrainingData) -> None:
+        """Check trainer-specific settings against the data (before any work)."""
+
+    def prepare(
+        self, data: TrainingData, model: BasicGNN, device: torch.device
+    ) -> None:
+        """Move data to ``device`` and build what the epochs need."""
+        raise NotImplementedError
+
+    def train_epoch(
+        self, model: BasicGNN, optimizer: torch.optim.Optimizer, epoch: int
+    ) -> EpochStats:
+        """Run one epoch of optimiser steps."""
+        raise NotImplementedError
+
+    def evaluate(
+        self, model: BasicGNN, splits: tuple[str, ...]
+    ) -> Mapping[str, SplitMetrics]:
+        """Loss and accuracy of ``model`` (in eval mode) on each of ``splits``."""
+        raise NotImplementedError
+
+    def release(self) -> None:
+        """Free what :meth:`prepare` built (threads, device memory)."""
+
+
+class _RunState:
+    """The mutable state of one run: what a checkpoint saves and restores."""
+
+    def __init__(
+        self, model: BasicGNN, optimizer: torch.optim.Optimizer, stopper: EarlyStopping
+    ) -> None:
+        self.model = model
+        self.optimizer = optimizer
+        self.stopper = stopper
+        self.best_state: dict[str, torch.Tensor] | None = None
+        self.history: list[EpochRecord] = []
+        self.start = 0
+
+    def checkpoint(
+        self, epochs_done: int, config: TrainConfig, device: torch.device
+    ) -> dict[str, Any]:
+        return {
+            "epoch": epochs_done,
+            "trajectory": config.trajectory(),
+            "model": self.model.state_dict(),
+            "optimizer": self.optimizer.state_dict(),
+            "rng": rng_state(device),
+            "stopper": self.stopper.state_dict(),
+            "best_state": self.best_state,
+            "history": [r.to_dict() for r in self.history],
+        }
+
+    def restore(
+        self,
+        state: dict[str, Any],
+        config: TrainConfig,
+        device: torch.device,
+        where: str,
+    ) -> None:
+        if state["trajectory"] != config.trajectory():
+            saved, now = state["trajectory"], config.trajectory()
+            diff = sorted(k for k in now if saved.get(k) != now[k])
+            raise OperatorError.build(
+                "resume",
+                where,
+                "a checkpoint of the same model, optimiser and seed settings",
+                f"a checkpoint whose {', '.join(diff)} differ",
+                "resume with the earlier run's settings, or use a new checkpoint_dir",
+            )
+        self.model.load_state_dict(state["model"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.stopper.load_state_dict(state["stopper"])
+        self.best_state = state["best_state"]
+        self.history = [EpochRecord.from_dict(r) for r in state["history"]]
+        self.start = int(state["epoch"])
+        set_rng_state(state["rng"], device)
+
+    def result(
+        self, final: Mapping[str, SplitMetrics], config: TrainConfig
+    ) -> TrainResult:
+        done = self.history[self.start :]  # this run's epochs (history is by epoch)
+        train_s = sum(r.seconds for r in done)
+        busy = sum(r.seconds - r.eval_s for r in done)
+        seeds = sum(r.seeds for r in done)
+        return TrainResult(
+            epochs_run=len(self.history),
+            best_epoch=self.stopper.best_epoch,
+            stopped_early=self.stopper.should_stop
+            and len(self.history) < config.epochs,
+            resumed_from=self.start,
+            train_accuracy=final["train"].accuracy,
+            val_accuracy=final["val"].accuracy,
+            test_accuracy=final["test"].accuracy,
+            val_loss=final["val"].loss,
+            test_loss=final["test"].loss,
+            final_loss=self.history[-1].loss if self.history else math.nan,
+            train_s=train_s,
+            seeds_per_s=seeds / busy if busy > 0 else 0.0,
+        )

@@ -1,0 +1,264 @@
+"""Frozen configurations of a GNN model and of a training run.
+
+:class:`ModelConfig` names a model of :data:`operators.layers.MODELS` and its sizes;
+:class:`TrainConfig` holds the optimiser, the epoch loop, early stopping and
+checkpointing. Both validate on construction, so a bad setting fails when the job is
+built, not after the data loaded.
+
+Decisions the issue left open:
+
+* **Weight decay scope** (:class:`DecayScope`): ``ALL`` parameters (PyTorch's
+  default, Velickovic et al.'s GAT) or the ``FIRST`` layer only (Kipf & Welling's
+  GCN code and PyG's ``gcn.py`` example regularise only the first layer).
+* **Early stopping** (:class:`Monitor`): the monitored validation metric is the
+  validation loss (default; smooth) or the validation accuracy. An epoch *improves*
+  when the metric beats the best so far (lower loss / higher accuracy); training
+  stops after ``patience`` epochs without improvement (``patience=0`` never stops
+  early). With ``restore_best`` (default) the final result is measured with the
+  weights of the best epoch, else with the last epoch's.
+
+Examples:
+    >>> config = TrainConfig(ModelConfig("gcn", hidden=16), lr=0.01, epochs=200)
+    >>> config.monitor, config.decay_scope
+    (<Monitor.VAL_LOSS: 'val_loss'>, <DecayScope.ALL: 'all'>)
+    >>> model = config.model.build(in_channels=1433, out_channels=7)
+    >>> model
+    GCN(1433, 7, num_layers=2)
+    >>> TrainConfig(ModelConfig("gcn"), lr=-1.0)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    operators.errors.OperatorError: lr in TrainConfig: expected lr >= 0, got -1.0.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+from operators.errors import OperatorError
+from operators.layers import MODELS, BasicGNN
+
+#: Activations a model may use between layers.
+ACTIVATIONS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
+    "relu": F.relu,
+    "elu": F.elu,
+}
+
+
+class Monitor(enum.Enum):
+    """The validation metric early stopping and best-epoch selection watch."""
+
+    VAL_LOSS = "val_loss"
+    VAL_ACCURACY = "val_accuracy"
+
+
+class DecayScope(enum.Enum):
+    """Which parameters weight decay (L2 in Adam) applies to."""
+
+    ALL = "all"
+    FIRST = "first"
+
+
+def _enum(kind: type[enum.Enum], value: Any, subject: str, where: str) -> Any:
+    try:
+        return kind(value)
+    except ValueError:
+        choices = [m.value for m in kind]
+        raise OperatorError.build(
+            subject, where, f"one of {choices}", repr(value)
+        ) from None
+
+
+def _check(ok: bool, subject: str, where: str, expected: str, got: object) -> None:
+    if not ok:
+        raise OperatorError.build(subject, where, expected, str(got))
+
+
+@dataclass(frozen=True, slots=True)
+class ModelConfig:
+    """Which GNN to build, and its sizes.
+
+    Attributes:
+        name: a key of :data:`operators.layers.MODELS` (``gcn``, ``sage``, ``gat``,
+            ``gin``).
+        hidden: width of every hidden layer (per head for GAT).
+        num_layers: message-passing layers.
+        dropout: feature dropout before every layer.
+        activation: ``relu`` or ``elu`` (GAT's paper uses ELU).
+        heads: GAT heads of every hidden layer.
+        output_heads: GAT heads of the last layer (averaged).
+        attention_dropout: GAT dropout on attention coefficients.
+        aggr: GraphSAGE aggregator (``mean``, ``max``, ``sum``).
+    """
+
+    name: str = "gcn"
+    hidden: int = 16
+    num_layers: int = 2
+    dropout: float = 0.5
+    activation: str = "relu"
+    heads: int = 8
+    output_heads: int = 1
+    attention_dropout: float = 0.0
+    aggr: str = "mean"
+
+    def __post_init__(self) -> None:
+        where = "ModelConfig"
+        _check(
+            self.name in MODELS, "name", where, f"one of {sorted(MODELS)}", self.name
+        )
+        _check(self.hidden >= 1, "hidden", where, "hidden >= 1", self.hidden)
+        _check(self.num_layers >= 1, "num_layers", where, ">= 1", self.num_layers)
+        for name in ("dropout", "attention_dropout"):
+            value = getattr(self, name)
+            _check(0 <= value < 1, name, where, "0 <= p < 1", value)
+        _check(
+            self.activation in ACTIVATIONS,
+            "activation",
+            where,
+            f"one of {sorted(ACTIVATIONS)}",
+            self.activation,
+        )
+        _check(self.heads >= 1, "heads", where, "heads >= 1", self.heads)
+        _check(self.output_heads >= 1, "output_heads", where, ">= 1", self.output_heads)
+
+    def build(self, in_channels: int, out_channels: int) -> BasicGNN:
+        """Build the model (parameters drawn from torch's current RNG)."""
+        extra: dict[str, Any] = {}
+        if self.name == "gat":
+            extra = {
+                "heads": self.heads,
+                "output_heads": self.output_heads,
+                "attention_dropout": self.attention_dropout,
+            }
+        elif self.name == "sage":
+            extra = {"aggr": self.aggr}
+        return MODELS[self.name](
+            in_channels,
+            self.hidden,
+            out_channels,
+            self.num_layers,
+            dropout=self.dropout,
+            act=ACTIVATIONS[self.activation],
+            **extra,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class TrainConfig:
+    """One training run: model, optimiser (Adam), epochs, early stopping, checkpoints.
+
+    Attributes:
+        model: the model to train.
+        lr: Adam's learning rate.
+        weight_decay: L2 penalty (Adam's ``weight_decay``).
+        decay_scope: which parameters ``weight_decay`` applies to.
+        epochs: the most epochs to run (a resumed run counts the epochs already
+            done).
+        patience: stop after this many epochs without improvement of ``monitor``
+            (0: never stop early).
+        monitor: the validation metric for early stopping and the best epoch.
+        restore_best: measure the final result with the best epoch's weights.
+        seed: seeds parameters, dropout and (sampled) shuffles and samples.
+        device: ``cpu``, ``cuda``, ``cuda:N`` or ``auto`` (CUDA when available).
+        threads: torch's intra-op threads while the run lasts (0: leave torch's
+            setting). The job decides; on a shared CPU, 1 is often fastest.
+        checkpoint_dir: where to write checkpoints (None: no checkpoints).
+        checkpoint_every: write one every this many epochs (and at the end).
+        resume: continue from the checkpoint in ``checkpoint_dir`` if there is one.
+    """
+
+    model: ModelConfig = ModelConfig()
+    lr: float = 0.01
+    weight_decay: float = 5e-4
+    decay_scope: DecayScope = DecayScope.ALL
+    epochs: int = 200
+    patience: int = 0
+    monitor: Monitor = Monitor.VAL_LOSS
+    restore_best: bool = True
+    seed: int = 0
+    device: str = "auto"
+    threads: int = 0
+    checkpoint_dir: str | None = None
+    checkpoint_every: int = 10
+    resume: bool = False
+
+    def __post_init__(self) -> None:
+        where = "TrainConfig"
+        object.__setattr__(
+            self, "monitor", _enum(Monitor, self.monitor, "monitor", where)
+        )
+        object.__setattr__(
+            self,
+            "decay_scope",
+            _enum(DecayScope, self.decay_scope, "decay_scope", where),
+        )
+        _check(self.lr >= 0, "lr", where, "lr >= 0", self.lr)
+        _check(self.weight_decay >= 0, "weight_decay", where, ">= 0", self.weight_decay)
+        _check(self.epochs >= 0, "epochs", where, "epochs >= 0", self.epochs)
+        _check(self.patience >= 0, "patience", where, "patience >= 0", self.patience)
+        _check(self.seed >= 0, "seed", where, "seed >= 0", self.seed)
+        _check(self.threads >= 0, "threads", where, "threads >= 0", self.threads)
+        _check(
+            self.checkpoint_every >= 1,
+            "checkpoint_every",
+            where,
+            "checkpoint_every >= 1",
+            self.checkpoint_every,
+        )
+        if self.resume and self.checkpoint_dir is None:
+            raise OperatorError.build(
+                "resume",
+                where,
+                "a checkpoint_dir to resume from",
+                "resume=True and checkpoint_dir=None",
+                "set checkpoint_dir to the directory of the earlier run",
+            )
+        resolve_device(self.device)
+
+    def trajectory(self) -> dict[str, Any]:
+        """The settings that fix a run's trajectory (checkpoints must agree).
+
+        Everything except ``epochs``, ``patience``, ``restore_best``, ``device``,
+        ``threads`` and the checkpoint settings, which a resumed run may change.
+        """
+        data = asdict(self)
+        for name in ("epochs", "patience", "restore_best", "device", "threads"):
+            data.pop(name)
+        for name in ("checkpoint_dir", "checkpoint_every", "resume"):
+            data.pop(name)
+        data["monitor"] = self.monitor.value
+        data["decay_scope"] = self.decay_scope.value
+        return data
+
+
+def resolve_device(name: str) -> torch.device:
+    """Turn ``auto`` / ``cpu`` / ``cuda[:N]`` into a device.
+
+    Raises:
+        OperatorError: on an unknown name, or CUDA asked for where there is none.
+    """
+    where = "TrainConfig"
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    try:
+        device = torch.device(name)
+    except RuntimeError:
+        raise OperatorError.build(
+            "device", where, "'auto', 'cpu' or 'cuda[:N]'", repr(name)
+        ) from None
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise OperatorError.build(
+            "device",
+            where,
+            "a CUDA device",
+            f"{name!r} on a machine without CUDA",
+            "use device='auto' to fall back to the CPU",
+        )
+    if device.type not in ("cpu", "cuda"):
+        raise OperatorError.build("device", where, "'cpu' or 'cuda'", repr(name))
+    return device
