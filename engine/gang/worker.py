@@ -1,0 +1,218 @@
+"""The worker side of a gang: one rank in one process.
+
+The launcher starts this module's :func:`main` in each worker process. It:
+
+1. ignores Ctrl-C (the parent decides what stops) and starts a *lifeline*: a
+   daemon thread that waits on multiprocessing's parent sentinel and ends the
+   process the moment the parent dies, so a killed parent never leaves workers
+   behind;
+2. applies ``env`` and the torch thread count, selects its CUDA device, and joins
+   the process group through the parent's ``TCPStore``;
+3. says ``ready``, seeds itself with its rank seed, and runs ``fn(ctx, ...)``;
+4. sends ``done`` with the pickled result and its metrics, or ``error`` with the
+   exception's type, message and formatted traceback.
+
+Messages to the parent are plain pickles over a one-way pipe (not the engine's
+wire: this stays inside one gang), written only under a lock, so heartbeats from
+a helper thread cannot interleave with the result.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import multiprocessing
+import os
+import pickle
+import resource
+import signal
+import threading
+import time
+import traceback
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import timedelta
+from multiprocessing.connection import Connection, wait
+from typing import Any
+
+from engine.gang.context import GangContext, seed_everything
+from engine.gang.metrics import WorkerMetrics
+
+#: Exit code of a worker whose parent died (the lifeline ended it).
+ORPHANED = 75
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerSetup:
+    """Everything one rank needs besides the function and its arguments."""
+
+    name: str
+    rank: int
+    world_size: int
+    device: str
+    backend: str
+    threads: int
+    host: str
+    port: int
+    base_seed: int
+    env: Mapping[str, str]
+    startup_timeout_s: float
+    collective_timeout_s: float
+
+
+def main(
+    setup: WorkerSetup,
+    fn: Callable[..., Any],
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    channel: Connection,
+) -> None:
+    """Entry point of a worker process (``multiprocessing`` target)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    _start_lifeline()
+    sender = _Sender(channel)
+    ctx: GangContext | None = None
+    code = 0
+    try:
+        ctx = _join(setup, sender)
+        sender.send("ready", {"pid": os.getpid(), "device": str(ctx.device)})
+        seed_everything(ctx.seed)
+        start = time.perf_counter()
+        result = fn(ctx, *args, **kwargs)
+        wall_s = time.perf_counter() - start
+        if ctx.device.type == "cuda":
+            result = _on_cpu(result)
+        payload = pickle.dumps(result, protocol=pickle.HIGHEST_PROTOCOL)
+        sender.send("done", payload, ctx.metrics.to_dict(), _stats(ctx, wall_s))
+    except BaseException as exc:  # a worker must always report before it exits
+        code = 1
+        metrics = ctx.metrics.to_dict() if ctx is not None else {}
+        progress = ctx.progress if ctx is not None else None
+        sender.send(
+            "error",
+            type(exc).__qualname__,
+            str(exc),
+            "".join(traceback.format_exception(exc)),
+            metrics,
+            progress,
+        )
+    finally:
+        _leave()
+        channel.close()
+    if code:
+        raise SystemExit(code)
+
+
+def _join(setup: WorkerSetup, sender: _Sender) -> GangContext:
+    """Set threads, env and device; join the process group; build the context."""
+    os.environ.update(setup.env)
+    import torch
+    import torch.distributed as dist
+
+    torch.set_num_threads(setup.threads)
+    device = torch.device(setup.device)
+    if device.type == "cuda":
+        torch.cuda.set_device(device)
+    store = open_store(setup.host, setup.port, setup.startup_timeout_s, master=False)
+    dist.init_process_group(
+        setup.backend,
+        store=store,
+        rank=setup.rank,
+        world_size=setup.world_size,
+        timeout=timedelta(seconds=setup.collective_timeout_s),
+        device_id=device if device.type == "cuda" else None,
+    )
+    return GangContext(
+        rank=setup.rank,
+        world_size=setup.world_size,
+        device=device,
+        backend=setup.backend,
+        base_seed=setup.base_seed,
+        name=setup.name,
+        send_beat=sender.beat,
+    )
+
+
+def open_store(host: str, port: int, timeout_s: float, *, master: bool) -> Any:
+    """Open the gang's rendezvous ``TCPStore`` (the parent is the master).
+
+    Returns:
+        A ``torch.distributed.TCPStore``; ``.port`` is the bound port.
+    """
+    import torch.distributed as dist
+
+    # TCPStore is public in torch.distributed but not re-exported for type checkers.
+    return dist.TCPStore(  # type: ignore[attr-defined]
+        host,
+        port,
+        is_master=master,
+        wait_for_workers=False,
+        timeout=timedelta(seconds=timeout_s),
+    )
+
+
+def _leave() -> None:
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized():
+        # A broken group (a peer died) cannot always be torn down cleanly.
+        with contextlib.suppress(Exception):
+            dist.destroy_process_group()
+
+
+def _on_cpu(value: Any) -> Any:
+    """Move CUDA tensors in a result to CPU: the parent must not touch the GPUs."""
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        return value.cpu() if value.is_cuda else value
+    if isinstance(value, dict):
+        moved = copy.copy(value)  # keeps the type and attributes (a state dict's)
+        for key, item in value.items():
+            moved[key] = _on_cpu(item)
+        return moved
+    if isinstance(value, list | tuple) and not hasattr(value, "_fields"):
+        return type(value)(_on_cpu(v) for v in value)
+    return value
+
+
+def _stats(ctx: GangContext, wall_s: float) -> dict[str, Any]:
+    import torch
+
+    peak_device = None
+    if ctx.device.type == "cuda":
+        peak_device = int(torch.cuda.max_memory_allocated(ctx.device))
+    # ru_maxrss is in KiB on Linux
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    return {"wall_s": wall_s, "peak_rss_bytes": rss, "peak_device_bytes": peak_device}
+
+
+def _start_lifeline() -> None:
+    """End this process as soon as the parent dies (its sentinel becomes ready)."""
+    parent = multiprocessing.parent_process()
+    if parent is None or parent.sentinel is None:
+        return
+    sentinel = parent.sentinel
+
+    def watch() -> None:
+        wait([sentinel])
+        os._exit(ORPHANED)
+
+    threading.Thread(target=watch, name="strata:gang-lifeline", daemon=True).start()
+
+
+class _Sender:
+    """Writes messages to the parent, one at a time."""
+
+    def __init__(self, channel: Connection) -> None:
+        self.channel = channel
+        self.lock = threading.Lock()
+
+    def send(self, kind: str, *body: Any) -> None:
+        data = pickle.dumps((kind, *body), protocol=pickle.HIGHEST_PROTOCOL)
+        # The parent may be gone or have stopped listening; the lifeline exits.
+        with self.lock, contextlib.suppress(OSError):
+            self.channel.send_bytes(data)
+
+    def beat(self, progress: str | None, metrics: WorkerMetrics) -> None:
+        self.send("beat", progress, metrics.to_dict())

@@ -1,0 +1,25 @@
+"""Every engine.gang module's examples run as doctests (none starts a process)."""
+
+from __future__ import annotations
+
+import doctest
+import importlib
+import pkgutil
+
+import pytest
+
+import engine.gang
+
+MODULES = sorted(
+    info.name
+    for info in pkgutil.walk_packages(engine.gang.__path__, prefix="engine.gang.")
+)
+
+
+@pytest.mark.parametrize("name", ["engine.gang", *MODULES])
+def test_doctests(name: str) -> None:
+    module = importlib.import_module(name)
+    result = doctest.testmod(
+        module, optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE
+    )
+    assert result.failed == 0

@@ -1,0 +1,39 @@
+"""A gang as a pipeline step, on the local and process executors."""
+
+from __future__ import annotations
+
+import gang_workers as gw
+import pytest
+
+from engine import Pipeline, StepError, execute
+from engine.gang import GangError, GangSpec, gang_step
+
+pytestmark = pytest.mark.multiprocess
+
+
+def test_gang_step_runs_on_every_executor(executor: str, no_leftovers: None) -> None:
+    p = Pipeline("gang-step")
+    p.step("data", gw.make_data, n=10)
+    p.step("train", gang_step(gw.train_share, GangSpec(workers=2)), "data", epochs=3)
+    p.step("summary", gw.summarize, "train")
+    p.record("summary")
+    assert execute(p, executor).outputs == {
+        "totals": [45.0, 45.0],
+        "rows": [15.0, 15.0],  # 5 rows a rank, 3 epochs
+        "world_size": 2,
+    }
+
+
+def test_failed_gang_fails_the_step_with_the_gang_error_chained(
+    no_leftovers: None,
+) -> None:
+    p = Pipeline("gang-fails")
+    p.step("train", gang_step(gw.raise_on, GangSpec(workers=2), name="trainer"), rank=1)
+    result = execute(p, "local", check=False)
+    error = result.error
+    assert isinstance(error, StepError)
+    assert error.step == "train"
+    assert isinstance(error.__cause__, GangError)
+    assert error.__cause__.rank == 1
+    assert "worker rank 1" in str(error.__cause__)
+    assert "in step 'trainer'" in str(error.__cause__)
