@@ -24,6 +24,16 @@ from engine.config import ChannelBounds, RunConfig
 from engine.errors import PlanError, RemoteError, StepError, WireError
 from engine.executors import EXECUTORS, Executor, LocalExecutor, RunResult, execute
 from engine.executors.process import ProcessExecutor
+from engine.gang import (
+    GangContext,
+    GangError,
+    GangReport,
+    GangSpec,
+    GangStep,
+    gang_step,
+    run_gang,
+    run_gang_report,
+)
 from engine.metrics import StepMetrics
 from engine.operator import Emit, Operator, Stateful, StepContext, Tagged
 from engine.ops import Filter, FlatMap, Map
@@ -41,6 +51,11 @@ __all__ = [
     "Executor",
     "Filter",
     "FlatMap",
+    "GangContext",
+    "GangError",
+    "GangReport",
+    "GangSpec",
+    "GangStep",
     "LocalExecutor",
     "Map",
     "Operator",
@@ -62,4 +77,7 @@ __all__ = [
     "Tagged",
     "WireError",
     "execute",
+    "gang_step",
+    "run_gang",
+    "run_gang_report",
 ]
