@@ -50,16 +50,22 @@ def measure(step: Callable[[], Any], *, warmup: int, rounds: int) -> dict[str, A
     """Run ``step`` warmup + rounds times; return times and memory figures."""
     base = psutil.Process().memory_info().rss
     times = []
+    cpu_times = []
     with RssPoller() as poller:
         for i in range(warmup + rounds):
             start = time.perf_counter()
+            cpu_start = time.process_time()
             step()
             if i >= warmup:
                 times.append(time.perf_counter() - start)
+                cpu_times.append(time.process_time() - cpu_start)
     times_sorted = sorted(times)
     mb = 1024 * 1024
     return {
         "times_s": times,
+        # CPU seconds of the whole process per round (all threads): less
+        # sensitive than wall time to other tenants of a shared machine.
+        "cpu_s": cpu_times,
         "median_s": times_sorted[len(times) // 2],
         "min_s": times_sorted[0],
         "base_rss_mb": base / mb,

@@ -5,7 +5,8 @@ Usage: ``python run_sage_sampled.py --data DIR [--batch-size 1024 --fanouts 10 5
 The training seeds are ``train_ids.npy`` (64k non-isolated nodes at scale 18),
 shuffled per epoch. Per batch (a plain loop; the pipeline trainer comes later):
 ``NeighborSampler.sample(seeds, epoch, batch)`` -> gather the input rows of the
-feature tensor (``x[blocks[0].src_global_ids]``) -> ``GraphSAGE`` (2 x SAGEConv
+feature tensor (``x.index_select(0, blocks[0].src_global_ids)``, the fastest torch
+gather; the DGL runner gathers the same way) -> ``GraphSAGE`` (2 x SAGEConv
 mean, 128 -> 128 -> 16, ReLU, no dropout) forward over the blocks ->
 cross-entropy -> backward -> Adam step. Fan-outs are in layer order, as DGL's:
 ``(10, 5)`` samples 5 neighbours per seed and 10 per node of the hop after.
@@ -63,7 +64,7 @@ def main() -> None:
     def train_epoch() -> None:
         for b, seeds in batches():
             blocks = sampler.sample(seeds, epoch[0], b)
-            inputs = x[torch.from_numpy(blocks[0].src_global_ids)]
+            inputs = x.index_select(0, torch.from_numpy(blocks[0].src_global_ids))
             optimizer.zero_grad()
             loss = F.cross_entropy(model(blocks, inputs), y[torch.from_numpy(seeds)])
             loss.backward()

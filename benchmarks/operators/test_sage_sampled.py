@@ -44,7 +44,7 @@ def _strata_epoch(data, batch_size=1024):
         for b, start in enumerate(range(0, order.size, batch_size)):
             seeds = order[start : start + batch_size]
             blocks = sampler.sample(seeds, state["epoch"], b)
-            inputs = x[torch.from_numpy(blocks[0].src_global_ids)]
+            inputs = x.index_select(0, torch.from_numpy(blocks[0].src_global_ids))
             optimizer.zero_grad()
             loss = F.cross_entropy(model(blocks, inputs), y[torch.from_numpy(seeds)])
             loss.backward()

@@ -156,21 +156,34 @@ class DeviceGraph:
             return self._cache[key]
 
     # ------------------------------------------------------------------ derived
-    def src_index(self) -> torch.Tensor:
-        """Source id of every edge as int64 (what torch's index ops require)."""
+    def src_index(self, *, cache: bool = True) -> torch.Tensor:
+        """Source id of every edge as int64 (what torch's index ops require).
+
+        Args:
+            cache: keep the result for later calls; builders that need it once
+                pass False so a full graph does not hold another 8 bytes per edge.
+        """
         if self.indices.dtype == torch.int64:
             return self.indices
-        return self.cached("src_index", lambda: self.indices.to(torch.int64))
+        if cache or "src_index" in self._cache:
+            return self.cached("src_index", lambda: self.indices.to(torch.int64))
+        return self.indices.to(torch.int64)
 
-    def dst_index(self) -> torch.Tensor:
-        """Destination id of every edge (int64), i.e. the row of each CSR entry."""
-        return self.cached(
-            "dst_index",
-            lambda: torch.repeat_interleave(
-                torch.arange(self.num_dst, device=self.device),
-                self.indptr.diff(),
-                output_size=self.num_edges,
-            ),
+    def dst_index(self, *, cache: bool = True) -> torch.Tensor:
+        """Destination id of every edge (int64), i.e. the row of each CSR entry.
+
+        Args:
+            cache: as in :meth:`src_index`.
+        """
+        if cache or "dst_index" in self._cache:
+            return self.cached("dst_index", self._rows)
+        return self._rows()
+
+    def _rows(self) -> torch.Tensor:
+        return torch.repeat_interleave(
+            torch.arange(self.num_dst, device=self.device),
+            self.indptr.diff(),
+            output_size=self.num_edges,
         )
 
     def in_degree(self) -> torch.Tensor:
@@ -207,7 +220,7 @@ class DeviceGraph:
         counts = torch.bincount(self.src_index(), minlength=self.num_src)
         t_indptr = torch.zeros(self.num_src + 1, dtype=torch.int64, device=self.device)
         torch.cumsum(counts, 0, out=t_indptr[1:])
-        return Transposed(t_indptr, self.dst_index()[perm], perm)
+        return Transposed(t_indptr, self.dst_index(cache=False)[perm], perm)
 
     def with_self_loops(self, fill_value: float = 1.0) -> DeviceGraph:
         """The graph with every self-loop removed and one loop per destination added.
@@ -227,7 +240,7 @@ class DeviceGraph:
 
     def _build_self_loops(self, fill_value: float) -> DeviceGraph:
         device = self.device
-        src, dst = self.src_index(), self.dst_index()
+        src, dst = self.src_index(cache=False), self.dst_index(cache=False)
         keep = src != dst
         kept_dst = dst[keep]
         counts = torch.bincount(kept_dst, minlength=self.num_dst)

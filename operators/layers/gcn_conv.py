@@ -64,18 +64,16 @@ def gcn_coefficients(
         weight = graph.edge_weight
         if weight is None:
             weight = torch.ones(graph.num_edges, device=graph.device)
-        deg_dst = weight.new_zeros(graph.num_dst).index_add_(
-            0, graph.dst_index(), weight
-        )
+        # The kernels need the int64 sources again; the rows only here.
+        src, dst = graph.src_index(), graph.dst_index(cache=False)
+        deg_dst = weight.new_zeros(graph.num_dst).index_add_(0, dst, weight)
         if graph.bipartite:
-            deg_src = weight.new_zeros(graph.num_src).index_add_(
-                0, graph.src_index(), weight
-            )
+            deg_src = weight.new_zeros(graph.num_src).index_add_(0, src, weight)
         else:
             deg_src = deg_dst
         inv_dst = deg_dst.pow(-0.5).masked_fill_(deg_dst == 0, 0.0)
         inv_src = deg_src.pow(-0.5).masked_fill_(deg_src == 0, 0.0)
-        values = inv_src[graph.src_index()] * weight * inv_dst[graph.dst_index()]
+        values = inv_src[src] * weight * inv_dst[dst]
         return graph, values
 
     key = ("gcn", improved, add_self_loops, normalize)
