@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
-from conftest import dgl_runner, print_table, run_json, strata_runner
+from gnn_contenders import dgl_runner, print_table, run_json, strata_runner
 from gnn_dataset import load_graph
 
 from operators.layers import GCN

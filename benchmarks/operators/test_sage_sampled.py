@@ -20,7 +20,13 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
-from conftest import PYG_SAMPLER_NOTE, dgl_runner, print_table, run_json, strata_runner
+from gnn_contenders import (
+    PYG_SAMPLER_NOTE,
+    dgl_runner,
+    print_table,
+    run_json,
+    strata_runner,
+)
 from gnn_dataset import load_graph
 
 from operators.layers import GraphSAGE
