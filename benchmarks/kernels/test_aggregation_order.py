@@ -82,6 +82,7 @@ def _run(benchmark, dg, case, order, rounds):
 
 
 @pytest.mark.large
+@pytest.mark.timeout(3600)  # minutes of work; the suite default is 300 s
 @pytest.mark.parametrize("order", ["aggregate_first", "transform_first"])
 @pytest.mark.parametrize("case", list(CASES))
 def test_order(benchmark, rmat18, case, order):

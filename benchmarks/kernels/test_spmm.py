@@ -136,6 +136,7 @@ def _record(benchmark, name, width, num_edges):
 
 
 @pytest.mark.large
+@pytest.mark.timeout(3600)  # minutes of work; the suite default is 300 s
 @pytest.mark.parametrize("width", [128, 16])
 @pytest.mark.parametrize("name", list(FORMULATIONS))
 def test_spmm_forward(benchmark, rmat18, name, width):
@@ -178,6 +179,7 @@ FWD_BWD = ["numba_fwd_bwd", "torch_fwd_bwd", "torch_autograd_csr"]
 
 
 @pytest.mark.large
+@pytest.mark.timeout(3600)  # minutes of work; the suite default is 300 s
 @pytest.mark.parametrize("width", [128, 16])
 @pytest.mark.parametrize("name", FWD_BWD)
 def test_spmm_forward_backward(benchmark, rmat18, name, width):

@@ -56,6 +56,7 @@ def test_gcn_epoch_smoke(benchmark, rmat_smoke):
 
 
 @pytest.mark.large
+@pytest.mark.timeout(3600)  # minutes of work; the suite default is 300 s
 def test_gcn_epoch_vs_peers(benchmark, rmat_large):
     results = {
         "strata": run_json(

@@ -69,6 +69,7 @@ def test_sage_sampled_smoke(benchmark, rmat_smoke):
 
 
 @pytest.mark.large
+@pytest.mark.timeout(3600)  # minutes of work; the suite default is 300 s
 def test_sage_sampled_vs_dgl(benchmark, rmat_large):
     results = {"strata": run_json(strata_runner("run_sage_sampled.py", rmat_large))}
     notes = [PYG_SAMPLER_NOTE]

@@ -9,7 +9,6 @@ edge values are ``[E]`` or ``[E, H]``.
 from __future__ import annotations
 
 import warnings
-import weakref
 
 import torch
 
@@ -47,25 +46,8 @@ def _edge_values(
     if not reuse:
         return values[perm]
     # Constant coefficients (GCN's) come back every backward pass: keep the last
-    # permuted copy, keyed by a weak reference (a freed tensor never matches) and
-    # the tensor's version counter (an in-place change never matches either).
-    with dg._lock:
-        cached = dg._cache.get("transposed_values")
-        if (
-            cached is not None
-            and cached[0]() is values
-            and cached[1] == values._version
-        ):
-            permuted: torch.Tensor = cached[2]
-            return permuted
-    permuted = values[perm]
-    with dg._lock:
-        dg._cache["transposed_values"] = (
-            weakref.ref(values),
-            values._version,
-            permuted,
-        )
-    return permuted
+    # permuted copy for as long as the same, unchanged tensor is passed.
+    return dg.cached_for("transposed_values", values, lambda: values[perm])
 
 
 def spmm_raw(

@@ -27,6 +27,7 @@ Examples:
 from __future__ import annotations
 
 import threading
+import weakref
 from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any, NamedTuple, TypeVar
@@ -154,6 +155,30 @@ class DeviceGraph:
             if key not in self._cache:
                 self._cache[key] = build()
             return self._cache[key]
+
+    def cached_for(
+        self, key: Any, source: torch.Tensor, build: Callable[[], torch.Tensor]
+    ) -> torch.Tensor:
+        """Like :meth:`cached`, for a value derived from the tensor ``source``.
+
+        One entry per ``key``: it is reused while ``source`` is the same tensor
+        object with the same version counter (so neither a new tensor nor an
+        in-place change of the old one is served stale), rebuilt otherwise. Only
+        a weak reference to ``source`` is kept.
+        """
+        with self._lock:
+            entry = self._cache.get(key)
+            if (
+                entry is not None
+                and entry[0]() is source
+                and entry[1] == source._version
+            ):
+                value: torch.Tensor = entry[2]
+                return value
+        value = build()
+        with self._lock:
+            self._cache[key] = (weakref.ref(source), source._version, value)
+        return value
 
     # ------------------------------------------------------------------ derived
     def src_index(self, *, cache: bool = True) -> torch.Tensor:
