@@ -19,9 +19,15 @@ Examples:
     {'count': 5, 'total': 10}
 """
 
-from engine.channels import Barrier, EndOfStream
-from engine.config import ChannelBounds, RunConfig
-from engine.errors import PlanError, RemoteError, StepError, WireError
+from engine.channels import Barrier, CheckpointComplete, EndOfStream
+from engine.config import ChannelBounds, CheckpointConfig, RunConfig
+from engine.errors import (
+    CheckpointError,
+    PlanError,
+    RemoteError,
+    StepError,
+    WireError,
+)
 from engine.executors import EXECUTORS, Executor, LocalExecutor, RunResult, execute
 from engine.executors.process import ProcessExecutor
 from engine.gang import (
@@ -35,17 +41,31 @@ from engine.gang import (
     run_gang_report,
 )
 from engine.metrics import StepMetrics
-from engine.operator import Emit, Operator, Stateful, StepContext, Tagged
+from engine.operator import (
+    IDLE,
+    CheckpointListener,
+    Emit,
+    Operator,
+    Stateful,
+    StepContext,
+    Tagged,
+)
 from engine.ops import Filter, FlatMap, Map
 from engine.pipeline import Pipeline, Step, StepKind
 from engine.plan import Plan
-from engine.report import ChannelReport, RunReport, StepReport
+from engine.report import ChannelReport, CheckpointReport, RunReport, StepReport
 
 __all__ = [
     "EXECUTORS",
+    "IDLE",
     "Barrier",
     "ChannelBounds",
     "ChannelReport",
+    "CheckpointComplete",
+    "CheckpointConfig",
+    "CheckpointError",
+    "CheckpointListener",
+    "CheckpointReport",
     "Emit",
     "EndOfStream",
     "Executor",

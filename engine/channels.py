@@ -2,16 +2,22 @@
 
 A channel carries :class:`Delivery` messages (one data item with its size) and
 *control* messages that travel in order with the data: :class:`EndOfStream` closes
-one inbound link, and :class:`Barrier` is the seam for checkpoints (issue 7): a
-source injects ``Barrier(n)``, each step forwards it once it arrived on every inbound
-link (snapshotting a :class:`~engine.operator.Stateful` operator first), so a
-snapshot reflects exactly the items before the barrier.
+one inbound link, and :class:`Barrier` carries checkpoints (:mod:`engine.checkpoint`):
+a source injects ``Barrier(n)``, each step forwards it once it arrived on every
+inbound link (snapshotting a :class:`~engine.operator.Stateful` operator first), so a
+snapshot reflects exactly the items before the barrier. :class:`CheckpointComplete`
+is not tied to a link: the driver tells a task that checkpoint ``n`` is durable.
 
 Control messages never wait for room: they carry no data and must get through a
 full channel, or a slow consumer could never learn that its producers finished.
 
+While a task aligns a barrier it stops taking items from the links that already
+delivered it; it moves their items aside (:meth:`Channel.hold`) so the other links
+keep flowing, and a held link's producer waits once the link holds its share of the
+channel's bounds, the same per-link credit the process executor grants.
+
 Examples:
-    >>> channel = Channel(ChannelBounds(max_items=2, max_bytes=100))
+    >>> channel = Channel(ChannelBounds(max_items=2, max_bytes=100), links=1)
     >>> channel.put(Delivery(0, 0, "a", 60), 60)
     0.0
     >>> channel.put_control(EndOfStream(0, 0))
@@ -56,14 +62,22 @@ class EndOfStream:
 
 @dataclass(frozen=True, slots=True)
 class Barrier:
-    """Checkpoint ``checkpoint`` passed this link (reserved for issue 7)."""
+    """Checkpoint ``checkpoint`` passed this link: the items before it belong to it."""
 
     input: int
     shard: int
     checkpoint: int
 
 
-Message = Delivery | EndOfStream | Barrier
+@dataclass(frozen=True, slots=True)
+class CheckpointComplete:
+    """Checkpoint ``checkpoint`` is complete and durable (from the driver)."""
+
+    checkpoint: int
+
+
+Message = Delivery | EndOfStream | Barrier | CheckpointComplete
+LinkMessage = Delivery | EndOfStream | Barrier
 
 
 class Channel:
@@ -75,9 +89,13 @@ class Channel:
     :class:`Cancelled`.
     """
 
-    def __init__(self, bounds: ChannelBounds) -> None:
+    def __init__(self, bounds: ChannelBounds, links: int = 1) -> None:
         self.bounds = bounds
         self._queue: deque[tuple[Message, int]] = deque()
+        # Items moved aside while their link waits for a barrier, by link.
+        self._held: dict[tuple[int, int], list[int]] = {}
+        self._held_items = max(1, bounds.max_items // max(1, links))
+        self._held_bytes = max(1, bounds.max_bytes // max(1, links))
         self._lock = threading.Lock()
         self._not_full = threading.Condition(self._lock)
         self._not_empty = threading.Condition(self._lock)
@@ -91,7 +109,9 @@ class Channel:
         """Append a data message, waiting for room; return the seconds waited."""
         waited = 0.0
         with self._lock:
-            while not self._cancelled and self._full(nbytes):
+            while not self._cancelled and (
+                self._full(nbytes) or self._link_full(message)
+            ):
                 start = time.perf_counter()
                 self._not_full.wait()
                 waited += time.perf_counter() - start
@@ -128,12 +148,37 @@ class Channel:
                 self._not_full.notify_all()
             return message
 
+    def hold(self, message: Delivery | EndOfStream | Barrier) -> None:
+        """The consumer moved ``message`` aside; count it against its link."""
+        if isinstance(message, Delivery):
+            with self._lock:
+                held = self._held.setdefault((message.input, message.shard), [0, 0])
+                held[0] += 1
+                held[1] += message.nbytes
+
+    def release(self, message: Delivery | EndOfStream | Barrier) -> None:
+        """The consumer took a held ``message``: its link has room again."""
+        if isinstance(message, Delivery):
+            with self._lock:
+                held = self._held[(message.input, message.shard)]
+                held[0] -= 1
+                held[1] -= message.nbytes
+                self._not_full.notify_all()
+
     def cancel(self) -> None:
         """Stop the channel: current and future waiters raise :class:`Cancelled`."""
         with self._lock:
             self._cancelled = True
             self._not_full.notify_all()
             self._not_empty.notify_all()
+
+    def _link_full(self, message: Message) -> bool:
+        if not isinstance(message, Delivery):
+            return False
+        held = self._held.get((message.input, message.shard))
+        if held is None or held[0] == 0:
+            return False
+        return held[0] >= self._held_items or held[1] >= self._held_bytes
 
     def _full(self, nbytes: int) -> bool:
         if self._items == 0:  # an empty channel admits even an oversized item

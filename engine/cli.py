@@ -18,6 +18,11 @@ Examples:
     0
     >>> main(["run", "engine._example_job", "--set", "size=4"])  # stderr lists count
     2
+
+Checkpointed streaming runs (see :mod:`engine.checkpoint`)::
+
+    strata run jobs/stream_ingest.py --checkpoint-dir ckpt --checkpoint-every 1000
+    strata run jobs/stream_ingest.py --checkpoint-dir ckpt --resume   # after a crash
 """
 
 from __future__ import annotations
@@ -31,8 +36,8 @@ from pathlib import Path
 from typing import Any
 
 from engine.command import Command
-from engine.config import RunConfig
-from engine.errors import PlanError
+from engine.config import CheckpointConfig, RunConfig
+from engine.errors import CheckpointError, PlanError
 from engine.executors import EXECUTORS, RunResult, execute
 from engine.job import JobError, load_job, overrides, parameters
 from engine.pipeline import Pipeline
@@ -61,6 +66,37 @@ class RunCommand:
         parser.add_argument(
             "--quiet", action="store_true", help="no progress bars or step table"
         )
+        group = parser.add_argument_group("checkpoints (streaming jobs)")
+        group.add_argument(
+            "--checkpoint-dir",
+            type=Path,
+            metavar="DIR",
+            help="checkpoint stateful steps into DIR (exactly-once recovery)",
+        )
+        group.add_argument(
+            "--checkpoint-every",
+            type=int,
+            metavar="N",
+            help="start a checkpoint after N items from a source",
+        )
+        group.add_argument(
+            "--checkpoint-interval",
+            type=float,
+            metavar="SECONDS",
+            help="start a checkpoint at least this often",
+        )
+        group.add_argument(
+            "--checkpoint-keep",
+            type=int,
+            default=2,
+            metavar="K",
+            help="complete checkpoints to keep (default 2)",
+        )
+        group.add_argument(
+            "--resume",
+            action="store_true",
+            help="continue from the last complete checkpoint in --checkpoint-dir",
+        )
 
     def run(self, args: argparse.Namespace) -> int:
         """Run the job; print its outputs; return the exit status."""
@@ -68,7 +104,16 @@ class RunCommand:
         if isinstance(loaded, int):
             return loaded
         module, pipeline, params = loaded
-        config = RunConfig(progress=not args.quiet and sys.stderr.isatty())
+        try:
+            checkpoint = _checkpoint_config(args)
+        except ValueError as error:
+            print(f"strata run: {error}", file=sys.stderr)
+            return EXIT_USAGE
+        config = RunConfig(
+            progress=not args.quiet and sys.stderr.isatty(),
+            checkpoint=checkpoint,
+            resume=args.resume,
+        )
         try:
             result = execute(
                 pipeline,
@@ -78,7 +123,7 @@ class RunCommand:
                 job=args.job,
                 params=params,
             )
-        except PlanError as error:
+        except (PlanError, CheckpointError) as error:
             print(f"strata run: {error}", file=sys.stderr)
             return EXIT_USAGE
         if args.report is not None:
@@ -190,6 +235,25 @@ def _build(args: argparse.Namespace) -> tuple[Any, Pipeline, dict[str, Any]] | i
         )
         return EXIT_USAGE
     return module, pipeline, params
+
+
+def _checkpoint_config(args: argparse.Namespace) -> CheckpointConfig | None:
+    """``--checkpoint-*`` and ``--resume`` as a config (``ValueError`` if unusable)."""
+    if args.checkpoint_dir is None:
+        given = args.checkpoint_every or args.checkpoint_interval or args.resume
+        if given:
+            msg = "--checkpoint-every, --checkpoint-interval and --resume need "
+            raise ValueError(msg + "--checkpoint-dir")
+        return None
+    every, interval = args.checkpoint_every, args.checkpoint_interval
+    if every is None and interval is None:
+        every = 1000  # a default that keeps replay short without costing much
+    return CheckpointConfig(
+        args.checkpoint_dir,
+        every_items=every,
+        interval_s=interval,
+        keep=args.checkpoint_keep,
+    )
 
 
 def _format(outputs: Mapping[str, Any]) -> str:

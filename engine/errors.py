@@ -99,3 +99,19 @@ class RemoteError(Exception):
         self.type_name = type_name
         self.message = message
         self.traceback = traceback
+
+
+class CheckpointError(RuntimeError):
+    """Checkpoints cannot be resumed from (or written); carries every problem found.
+
+    Raised before a resumed run starts when the checkpoint does not fit the pipeline
+    (a step missing on either side, a changed shard count), and when a complete
+    checkpoint's files are damaged.
+    """
+
+    def __init__(self, problems: Sequence[str]) -> None:
+        self.problems = tuple(problems)
+        count = len(self.problems)
+        lines = "\n".join(f"  - {problem}" for problem in self.problems)
+        noun = "problem" if count == 1 else "problems"
+        super().__init__(f"{count} checkpoint {noun}:\n{lines}")

@@ -86,11 +86,20 @@ class Operator(Protocol[In, Out]):
 
 @runtime_checkable
 class Stateful(Protocol[S]):
-    """An operator whose state can be checkpointed (opt-in; see ``engine.channels``).
+    """An operator whose state is checkpointed (opt-in; see :mod:`engine.checkpoint`).
 
-    At a checkpoint barrier the engine calls ``snapshot()`` and stores the state under
-    ``(step id, shard)``; on recovery it calls ``restore(state)`` after ``open()``
-    and before the first replayed item.
+    At checkpoint ``n`` the engine calls ``snapshot()`` *between* items: for a
+    streaming step after every item before barrier ``n`` was processed, for a source
+    while ``finish()`` is suspended at a ``yield``, so a source's snapshot must
+    describe its position *after* the item it just yielded (advance the position,
+    then yield). The state is stored under ``(n, step id, shard)``; on resume the
+    engine calls ``open(ctx)``, then ``restore(state)``, then runs as usual.
+
+    A state must cross the wire codec (:mod:`engine.wire`, never pickle): ``None``,
+    bool, int, float, str, bytes, numpy arrays and scalars, torch tensors, Arrow
+    batches and tables, and dicts (string keys), lists and tuples of those. Return
+    data you will not mutate before the next call (the engine writes it after the
+    barrier moved on; a background thread must hand over a copy).
     """
 
     def snapshot(self) -> S:
@@ -100,6 +109,46 @@ class Stateful(Protocol[S]):
     def restore(self, state: S) -> None:
         """Replace the operator's state with ``state`` from :meth:`snapshot`."""
         ...
+
+
+@runtime_checkable
+class CheckpointListener(Protocol):
+    """An operator told when a checkpoint is durable (optional; any operator).
+
+    ``on_checkpoint_complete(n)`` runs on the task's own thread, between items,
+    after checkpoint ``n``'s completion marker was written and fsynced: the place to
+    release what a resume can no longer need (a log source truncates segments before
+    its offset in ``n``) or to commit a sink's output up to barrier ``n``. A task
+    that has already finished is not told.
+    """
+
+    def on_checkpoint_complete(self, checkpoint: int) -> None:
+        """React to checkpoint ``checkpoint`` being complete and durable."""
+        ...
+
+
+class Idle:
+    """The type of :data:`IDLE`."""
+
+    _instance: Idle | None = None
+
+    def __new__(cls) -> Idle:  # noqa: D102  (a singleton)
+        if cls._instance is None:
+            cls._instance = super().__new__(cls)
+        return cls._instance
+
+    def __repr__(self) -> str:
+        return "IDLE"
+
+    def __reduce__(self) -> str:
+        return "IDLE"  # pickles (step definitions) keep the singleton
+
+
+#: Yielded by a source that has nothing to emit right now (a socket or a growing
+#: log with no new data): the engine emits nothing, but may start or inject a
+#: checkpoint and deliver completion notices. Yield it every so often while waiting,
+#: or interval checkpoints wait for the next real item.
+IDLE = Idle()
 
 
 @dataclass(frozen=True, slots=True)

@@ -3,7 +3,7 @@
 Examples:
     >>> report = RunReport(job="demo", executor="local", params={"n": 3}, status="ok")
     >>> sorted(report.to_dict())
-    ['channels', 'error', 'executor', 'job', 'outputs', 'params', 'status', 'steps', 'wall_s']
+    ['channels', 'checkpoint', 'error', 'executor', 'job', 'outputs', 'params', 'status', 'steps', 'wall_s']
     >>> import json
     >>> json.loads(report.to_json())["status"]
     'ok'
@@ -78,6 +78,29 @@ class ChannelReport:
 
 
 @dataclass(frozen=True, slots=True)
+class CheckpointReport:
+    """What a run did with checkpoints (``RunReport.checkpoint``).
+
+    Attributes:
+        directory: The checkpoint directory.
+        completed: Checkpoints this run completed.
+        last: The id of the newest complete checkpoint this run wrote, if any.
+        resumed_from: The checkpoint this run resumed from, if any.
+        bytes: State bytes written in the completed checkpoints.
+        seconds: Time tasks spent taking and writing snapshots, summed over tasks.
+        mean_latency_s: Mean time from a checkpoint's start to its completion.
+    """
+
+    directory: str
+    completed: int = 0
+    last: int | None = None
+    resumed_from: int | None = None
+    bytes: int = 0
+    seconds: float = 0.0
+    mean_latency_s: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
 class RunReport:
     """The record of one run, written by ``strata run --report PATH``.
 
@@ -91,6 +114,7 @@ class RunReport:
         channels: Per consuming step id, its :class:`ChannelReport`.
         outputs: The job's own results: the recorded steps' mappings, merged.
         wall_s: Seconds the whole run took.
+        checkpoint: Checkpoint counts and sizes, when the run checkpointed.
     """
 
     job: str
@@ -102,6 +126,7 @@ class RunReport:
     channels: Mapping[str, ChannelReport] = field(default_factory=dict)
     outputs: Mapping[str, Any] = field(default_factory=dict)
     wall_s: float = 0.0
+    checkpoint: CheckpointReport | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """Return the report as plain data."""

@@ -10,20 +10,35 @@ an end-of-stream.
 A batch task reads all its inputs first: a streaming producer's items become a list
 (grouped by producer shard, in shard order, so the list is the same on every
 executor), a batch producer's single item becomes the argument itself.
+
+Checkpoints (:mod:`engine.checkpoint`) happen here too, the same way everywhere: the
+:class:`Inbox` aligns barriers across a task's inbound links; at an aligned barrier
+the task snapshots (a :class:`~engine.operator.Stateful` operator, or a batch task's
+gathered input), forwards the barrier on every outlet, then writes and reports its
+state. A source injects barriers between two items of its ``finish()``.
 """
 
 from __future__ import annotations
 
 import time
+from collections import deque
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
 from functools import partial
 from typing import Any, Protocol
 
-from engine.channels import Barrier, Cancelled, Delivery, EndOfStream, Message
+from engine.channels import (
+    Barrier,
+    Cancelled,
+    CheckpointComplete,
+    Delivery,
+    EndOfStream,
+    LinkMessage,
+    Message,
+)
+from engine.checkpoint.task import StateEncodeError, TaskCheckpoints
 from engine.errors import StepError, WireError, format_error
 from engine.metrics import StepMetrics
-from engine.operator import Emit, Operator, StepContext, Tagged
+from engine.operator import IDLE, Emit, Operator, Stateful, StepContext, Tagged
 from engine.pipeline import StepKind
 from engine.sharding import ShardKeyError, split
 from engine.sizing import nbytes
@@ -37,6 +52,10 @@ class Outlet(Protocol):
         """Send one item of ``size`` bytes; return the seconds waited for room."""
         ...
 
+    def barrier(self, checkpoint: int) -> None:
+        """Send ``Barrier(checkpoint)`` (a control message: it never waits)."""
+        ...
+
     def close(self) -> None:
         """Send end-of-stream (and, on the process executor, wait for delivery)."""
         ...
@@ -46,26 +65,113 @@ class Outlet(Protocol):
 Outlets = Mapping[tuple[int, int, int], Outlet]
 #: Receives the items of collected ports: (port name, item).
 Collector = Callable[[str, Any], None]
+#: Inbox hooks: a message was moved aside; a message was taken (``True``: held).
+Hold = Callable[[LinkMessage], None]
+Take = Callable[[LinkMessage, bool], None]
 
 
-@dataclass(slots=True)
+def _no_hold(message: LinkMessage) -> None:
+    pass
+
+
+def _no_take(message: LinkMessage, held: bool) -> None:
+    pass
+
+
 class Inbox:
-    """A task's inputs: yields deliveries until every inbound link has ended."""
+    """A task's inputs, with checkpoint barriers aligned across inbound links.
 
-    receive: Callable[[], Message]
-    open_links: int
+    :meth:`next` returns data items, an aligned :class:`Barrier` (once barrier ``n``
+    arrived on every link still open), and the driver's :class:`CheckpointComplete`
+    notices, until every link has ended. A link that delivered barrier ``n`` is held
+    until the others deliver it too: what arrives on it meanwhile is moved aside
+    (``hold``) and taken after the barrier, in order. ``take`` runs when the task
+    takes a link message: the process executor acknowledges it only then, so a held
+    link's producer runs out of credit instead of filling memory, and the local
+    executor gives the held link its room back.
 
-    def next(self) -> Delivery | None:
-        """Return the next data item, or ``None`` once every link sent end-of-stream."""
-        while self.open_links > 0:
-            message = self.receive()
+    Args:
+        receive: Returns the next message to arrive, from any link.
+        open_links: How many links feed the task (each ends with end-of-stream).
+        hold: Called when a message is moved aside.
+        take: Called when the task takes a link message.
+
+    Examples:
+        >>> messages = iter([Delivery(0, 0, "a", 1), Barrier(0, 0, 1),
+        ...                  Delivery(0, 0, "b", 1), Barrier(1, 0, 1),
+        ...                  EndOfStream(0, 0), EndOfStream(1, 0)])
+        >>> inbox = Inbox(lambda: next(messages), open_links=2)
+        >>> inbox.next().item, inbox.next(), inbox.next().item, inbox.next()
+        ('a', Barrier(input=-1, shard=-1, checkpoint=1), 'b', None)
+    """
+
+    def __init__(
+        self,
+        receive: Callable[[], Message],
+        open_links: int,
+        *,
+        hold: Hold = _no_hold,
+        take: Take = _no_take,
+    ) -> None:
+        self.receive = receive
+        self.open_links = open_links
+        self._hold = hold
+        self._take = take
+        self._pending: int | None = None  # the barrier being aligned
+        self._blocked: set[tuple[int, int]] = set()
+        self._parked: dict[tuple[int, int], deque[LinkMessage]] = {}
+        self._ready: deque[LinkMessage] = deque()  # parked, released after a barrier
+
+    def next(self) -> Delivery | Barrier | CheckpointComplete | None:
+        """Return the next item, aligned barrier or notice; ``None`` at the end."""
+        while True:
+            message: Message
+            if self._ready:
+                message, held = self._ready.popleft(), True
+            elif self.open_links == 0:
+                return None
+            else:
+                message, held = self.receive(), False
+            if isinstance(message, CheckpointComplete):
+                return message
+            link = (message.input, message.shard)
+            if link in self._blocked:
+                self._parked.setdefault(link, deque()).append(message)
+                if not held:
+                    self._hold(message)
+                continue
+            self._take(message, held)
+            if isinstance(message, Delivery):
+                return message
             if isinstance(message, EndOfStream):
                 self.open_links -= 1
-            elif isinstance(message, Barrier):
-                continue  # checkpoints arrive with issue 7; see engine.channels
             else:
-                return message
-        return None
+                self._block(link, message.checkpoint)
+            if self._pending is not None and len(self._blocked) >= self.open_links:
+                return self._aligned()
+
+    def drain(self) -> None:
+        """Take and drop every message until every link has ended."""
+        while self.next() is not None:
+            pass
+
+    def _block(self, link: tuple[int, int], checkpoint: int) -> None:
+        if self._pending is None:
+            self._pending = checkpoint
+        # Barriers are numbered in order and every live source injects each one,
+        # so every link delivers the same sequence.
+        assert checkpoint == self._pending, (link, checkpoint, self._pending)
+        self._blocked.add(link)
+
+    def _aligned(self) -> Barrier:
+        checkpoint = self._pending
+        assert checkpoint is not None
+        self._pending = None
+        self._blocked.clear()
+        for parked in self._parked.values():
+            self._ready.extend(parked)
+        self._parked.clear()
+        return Barrier(-1, -1, checkpoint)
 
 
 def run_task(
@@ -74,8 +180,17 @@ def run_task(
     outlets: Outlets,
     metrics: StepMetrics,
     collector: Collector | None = None,
+    checkpoints: TaskCheckpoints | None = None,
 ) -> None:
     """Run ``task`` to completion, then close its outlets.
+
+    Args:
+        task: The task.
+        inbox: Its inputs.
+        outlets: Its outputs.
+        metrics: Its counters.
+        collector: Receives the items of its collected ports.
+        checkpoints: Its checkpoint duties when the run checkpoints.
 
     Raises:
         StepError: The step's code (or the engine on its behalf) failed.
@@ -84,10 +199,12 @@ def run_task(
     start = time.perf_counter()
     emitter = _Emitter(task, outlets, metrics, collector)
     try:
-        if task.step.kind is StepKind.BATCH:
-            _run_batch(task, inbox, emitter, metrics)
+        if checkpoints is not None and checkpoints.finished_before:
+            inbox.drain()  # it ended before the checkpoint: its output is downstream
+        elif task.step.kind is StepKind.BATCH:
+            _run_batch(task, inbox, emitter, metrics, checkpoints)
         else:
-            _run_streaming(task, inbox, emitter, metrics)
+            _run_streaming(task, inbox, emitter, metrics, checkpoints)
         for outlet in outlets.values():
             outlet.close()
     finally:
@@ -95,16 +212,26 @@ def run_task(
 
 
 def _run_batch(
-    task: Task, inbox: Inbox, emitter: _Emitter, metrics: StepMetrics
+    task: Task,
+    inbox: Inbox,
+    emitter: _Emitter,
+    metrics: StepMetrics,
+    checkpoints: TaskCheckpoints | None,
 ) -> None:
     step = task.step
     streams: list[list[list[Any]]] = [
         [[] for _ in range(link.shards)] for link in task.inputs
     ]
-    while (delivery := inbox.next()) is not None:
-        metrics.items_in += 1
-        metrics.bytes_in += delivery.nbytes
-        streams[delivery.input][delivery.shard].append(delivery.item)
+    if checkpoints is not None and checkpoints.has_state:
+        streams = _load(task, checkpoints)
+    while (message := inbox.next()) is not None:
+        if isinstance(message, Delivery):
+            metrics.items_in += 1
+            metrics.bytes_in += message.nbytes
+            streams[message.input][message.shard].append(message.item)
+        elif isinstance(message, Barrier):
+            # The function runs once, at the end; what it has gathered is its state.
+            _checkpoint(task, emitter, checkpoints, message.checkpoint, streams)
     args = []
     for link, shards in zip(task.inputs, streams, strict=True):
         if link.streaming:
@@ -131,19 +258,112 @@ def _run_batch(
 
 
 def _run_streaming(
-    task: Task, inbox: Inbox, emitter: _Emitter, metrics: StepMetrics
+    task: Task,
+    inbox: Inbox,
+    emitter: _Emitter,
+    metrics: StepMetrics,
+    checkpoints: TaskCheckpoints | None,
 ) -> None:
     step = task.step
     op: Operator[Any, Any] = step.fn
     ctx = StepContext(step.id, task.shard, task.shards, task.seed, step.inputs, metrics)
     _call(task, "open", lambda: op.open(ctx), metrics)
+    stateful: Stateful[Any] | None = op if isinstance(op, Stateful) else None
+    if checkpoints is not None and checkpoints.has_state and stateful is not None:
+        state = _load(task, checkpoints)
+        _call(task, "restore", partial(stateful.restore, state), metrics)
+
+    def checkpoint(n: int) -> None:
+        if stateful is None:
+            _checkpoint(task, emitter, checkpoints, n, None, stateful=False)
+            return
+        state = _call(task, "snapshot", stateful.snapshot, metrics)
+        _checkpoint(task, emitter, checkpoints, n, state)
+
+    def notify(n: int) -> None:
+        listener = getattr(op, "on_checkpoint_complete", None)
+        if listener is not None:
+            _call(task, "on_checkpoint_complete", partial(listener, n), metrics)
+
+    if not task.inputs:
+        between = None
+        if checkpoints is not None:
+            gate = checkpoints
+
+            def between(emitted: bool) -> None:
+                n = gate.due(emitted=emitted)
+                if n is not None:
+                    checkpoint(n)
+                for done in gate.notices():
+                    notify(done)
+
+        _drain(task, "finish", op.finish, emitter, metrics, between)
+        return
     tagged = len(task.inputs) > 1
-    while (delivery := inbox.next()) is not None:
-        metrics.items_in += 1
-        metrics.bytes_in += delivery.nbytes
-        item = Tagged(delivery.input, delivery.item) if tagged else delivery.item
-        _drain(task, "process", partial(op.process, item), emitter, metrics)
+    while (message := inbox.next()) is not None:
+        if isinstance(message, Delivery):
+            metrics.items_in += 1
+            metrics.bytes_in += message.nbytes
+            item = Tagged(message.input, message.item) if tagged else message.item
+            _drain(task, "process", partial(op.process, item), emitter, metrics)
+        elif isinstance(message, Barrier):
+            checkpoint(message.checkpoint)
+        else:
+            notify(message.checkpoint)
     _drain(task, "finish", op.finish, emitter, metrics)
+
+
+def _checkpoint(
+    task: Task,
+    emitter: _Emitter,
+    checkpoints: TaskCheckpoints | None,
+    n: int,
+    state: Any,
+    *,
+    stateful: bool = True,
+) -> None:
+    """Store the task's part of checkpoint ``n``; forward its barrier."""
+    if checkpoints is None:  # only checkpointed runs inject barriers
+        emitter.barrier(n)
+        return
+    frames = None
+    if stateful:
+        try:
+            frames = checkpoints.encode(state)
+        except StateEncodeError as exc:
+            raise _engine_error(
+                task,
+                "snapshot",
+                _WIRE_TYPES,
+                str(exc),
+                "checkpoints never pickle: return numpy arrays, tensors, Arrow data "
+                "or JSON values from snapshot() (dicts need string keys).",
+            ) from exc
+    # Forward first: downstream tasks align while this one writes.
+    emitter.barrier(n)
+    try:
+        checkpoints.persist(n, frames)
+    except OSError as exc:
+        raise StepError.wrap(
+            exc,
+            step=task.step.id,
+            location=f"engine (writing checkpoint {n})",
+            shard=task.shard,
+            shards=task.shards,
+        ) from exc
+
+
+def _load(task: Task, checkpoints: TaskCheckpoints) -> Any:
+    try:
+        return checkpoints.load()
+    except Exception as exc:
+        raise StepError.wrap(
+            exc,
+            step=task.step.id,
+            location=f"engine (reading checkpoint {checkpoints.restore_from})",
+            shard=task.shard,
+            shards=task.shards,
+        ) from exc
 
 
 def _call(task: Task, method: str, fn: Callable[[], Any], metrics: StepMetrics) -> Any:
@@ -162,8 +382,13 @@ def _drain(
     produce: Callable[[], Iterable[Any] | None],
     emitter: _Emitter,
     metrics: StepMetrics,
+    between: Callable[[bool], None] | None = None,
 ) -> None:
-    """Iterate an operator's outputs, timing only the operator's own code."""
+    """Iterate an operator's outputs, timing only the operator's own code.
+
+    ``between`` runs after each output (``True``) or :data:`~engine.operator.IDLE`
+    (``False``): a source's checkpoint gate.
+    """
     location = f"{task.step.location}.{method}"
     start = time.perf_counter()
     try:
@@ -175,7 +400,11 @@ def _drain(
             except StopIteration:
                 break
             metrics.busy_s += time.perf_counter() - start
-            emitter.emit(item)  # raises StepError or Cancelled itself: not wrapped
+            emitted = item is not IDLE
+            if emitted:
+                emitter.emit(item)  # raises StepError or Cancelled: not wrapped
+            if between is not None:
+                between(emitted)
             start = time.perf_counter()
     except (StepError, Cancelled):
         raise
@@ -236,6 +465,10 @@ class _Emitter:
                 self._collector(task.step.ports[port], item)
         except (ShardKeyError, WireError) as exc:
             raise _wrap(task, exc, "engine") from exc
+
+    def barrier(self, checkpoint: int) -> None:
+        for outlet in self._outlets.values():
+            outlet.barrier(checkpoint)
 
     def _put(self, address: tuple[int, int, int], item: Any, size: int) -> None:
         self._metrics.blocked_s += self._outlets[address].put(item, size)

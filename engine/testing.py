@@ -25,14 +25,30 @@ T = TypeVar("T")
 
 
 class ListSource(Operator[None, T], Generic[T]):
-    """A source emitting the given items in order, lazily (one per channel slot)."""
+    """A source emitting the given items in order, lazily (one per channel slot).
+
+    It is :class:`~engine.operator.Stateful`: its state is the position of the next
+    item, so a checkpointed run resumes after the last checkpointed item.
+    """
 
     def __init__(self, items: Iterable[T]) -> None:
         self.items = list(items)
+        self.position = 0
 
     def finish(self) -> Iterator[T]:
-        """Yield the items."""
-        yield from self.items
+        """Yield the items from the current position."""
+        while self.position < len(self.items):
+            item = self.items[self.position]
+            self.position += 1  # before the yield: a snapshot there is past it
+            yield item
+
+    def snapshot(self) -> int:
+        """Return the position of the next item."""
+        return self.position
+
+    def restore(self, state: int) -> None:
+        """Continue from position ``state``."""
+        self.position = state
 
     def __repr__(self) -> str:
         return f"ListSource({len(self.items)} items)"

@@ -15,7 +15,7 @@ from engine.config import RunConfig
 from engine.errors import StepError, format_error
 from engine.metrics import StepMetrics, merge
 from engine.plan import Plan
-from engine.report import ChannelReport, RunReport, StepReport
+from engine.report import ChannelReport, CheckpointReport, RunReport, StepReport
 
 #: Gathered items, by (step id, port, shard).
 Gathered = dict[tuple[str, str, int], list[Any]]
@@ -29,6 +29,7 @@ class Outcome:
     gathered: Gathered = field(default_factory=dict)
     error: StepError | None = None
     wall_s: float = 0.0
+    checkpoint: CheckpointReport | None = None
 
 
 class Executor(Protocol):
@@ -97,6 +98,7 @@ def finish_run(
         channels=channels,
         outputs=outputs,
         wall_s=round(outcome.wall_s, 6),
+        checkpoint=outcome.checkpoint,
     )
     return RunResult(report, collected, error)
 

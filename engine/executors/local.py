@@ -6,6 +6,10 @@ that all its producers put into, so a slow consumer blocks its producers
 (backpressure) and memory stays bounded. torch, numpy, numba and pyarrow release the
 GIL in their kernels, so threads overlap real work.
 
+With checkpoints on, a :class:`_Hub` serialises the tasks' calls into the run's
+:class:`~engine.checkpoint.CheckpointCoordinator` and delivers what it decides:
+triggers to the sources' deques, completion notices into the listeners' channels.
+
 When a step fails, every channel is cancelled: tasks waiting on a channel raise
 :class:`~engine.channels.Cancelled` and unwind, and the driver joins every thread. A
 thread busy inside user code stops at its next channel operation; the driver waits
@@ -27,14 +31,29 @@ Examples:
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
 from dataclasses import replace
+from functools import partial
 from typing import Any
 
-from engine.channels import Cancelled, Channel, Delivery, EndOfStream
+from engine.channels import (
+    Barrier,
+    Cancelled,
+    Channel,
+    CheckpointComplete,
+    Delivery,
+    EndOfStream,
+    LinkMessage,
+)
+from engine.checkpoint.coordinator import Actions, CheckpointCoordinator
+from engine.checkpoint.session import CheckpointSession, begin
+from engine.checkpoint.store import TaskEntry
+from engine.checkpoint.task import TaskCheckpoints
 from engine.config import RunConfig
 from engine.errors import StepError
 from engine.executors.base import Gathered, Outcome
@@ -60,6 +79,10 @@ class LocalOutlet:
         """Put one item, waiting for room; return the seconds waited."""
         return self._channel.put(Delivery(self._input, self._shard, item, size), size)
 
+    def barrier(self, checkpoint: int) -> None:
+        """Send a checkpoint barrier."""
+        self._channel.put_control(Barrier(self._input, self._shard, checkpoint))
+
     def close(self) -> None:
         """Send end-of-stream."""
         self._channel.put_control(EndOfStream(self._input, self._shard))
@@ -75,6 +98,18 @@ class LocalExecutor:
         start = time.perf_counter()
         tasks = expand(plan, collect=collect, seed=config.seed)
         run = _Run(tasks, config)
+        if config.checkpoint is not None:
+            session = begin(
+                plan.name,
+                tasks,
+                config.checkpoint,
+                resume=config.resume,
+                gathered=run.gathered,
+            )
+            run.hub = _Hub(session, run.channels, tasks)
+        tick = _TICK_S
+        if config.checkpoint is not None and config.checkpoint.interval_s is not None:
+            tick = min(tick, config.checkpoint.interval_s / 4)
         progress = Progress(
             enabled=config.progress,
             steps=[s.id for s in plan.steps if s.kind is not StepKind.BATCH],
@@ -82,13 +117,19 @@ class LocalExecutor:
         )
         try:
             run.start()
-            while not run.wait(_TICK_S):
+            while not run.wait(tick):
+                run.tick()
                 progress.update(run.step_metrics())
         finally:
             run.stop(config.stop_timeout_s)
             progress.close()
+        summary = run.hub.summary() if run.hub is not None else None
         return Outcome(
-            run.metrics, run.gathered, run.error, time.perf_counter() - start
+            run.metrics,
+            run.gathered,
+            run.error,
+            time.perf_counter() - start,
+            summary,
         )
 
 
@@ -97,18 +138,21 @@ class _Run:
 
     def __init__(self, tasks: tuple[Task, ...], config: RunConfig) -> None:
         self.tasks = tasks
-        self.channels = {t.name: Channel(config.channel) for t in tasks if t.inputs}
+        self.channels = {
+            t.name: Channel(config.channel, t.inbound_links) for t in tasks if t.inputs
+        }
         self.metrics = {(t.step.id, t.shard): StepMetrics() for t in tasks}
         self.gathered: Gathered = {}
         self.error: StepError | None = None
+        self.hub: _Hub | None = None
         self._lock = threading.Lock()
         self._wake = threading.Event()
         self._running = len(tasks)
         self._threads = [
             threading.Thread(
-                target=self._work, args=(t,), name=f"strata:{t.name}", daemon=True
+                target=self._work, args=(i, t), name=f"strata:{t.name}", daemon=True
             )
-            for t in tasks
+            for i, t in enumerate(tasks)
         ]
 
     def start(self) -> None:
@@ -136,25 +180,47 @@ class _Run:
                 metrics.peak_items = self.channels[task.name].peak_items
                 metrics.peak_bytes = self.channels[task.name].peak_bytes
 
+    def tick(self) -> None:
+        if self.hub is not None and self.error is None:
+            try:
+                self.hub.tick()
+            except Exception as exc:  # storage failed under the coordinator
+                self._fail(
+                    StepError.wrap(
+                        exc, step=self.tasks[0].step.id, location="engine (checkpoint)"
+                    )
+                )
+
     def step_metrics(self) -> dict[str, StepMetrics]:
         steps: dict[str, list[StepMetrics]] = {}
         for (step_id, _), metrics in self.metrics.items():
             steps.setdefault(step_id, []).append(metrics)
         return {step_id: merge(parts) for step_id, parts in steps.items()}
 
-    def _work(self, task: Task) -> None:
+    def _work(self, index: int, task: Task) -> None:
         try:
             task = _own_copy(task)
             channel = self.channels.get(task.name)
-            receive: Callable[[], Any] = channel.get if channel else _nothing
-            inbox = Inbox(receive, task.inbound_links)
+            if channel is None:
+                inbox = Inbox(_nothing, task.inbound_links)
+            else:
+                inbox = Inbox(
+                    channel.get,
+                    task.inbound_links,
+                    hold=channel.hold,
+                    take=partial(_take, channel),
+                )
+            checkpoints = self.hub.task(index) if self.hub is not None else None
             run_task(
                 task,
                 inbox,
                 self._outlets(task),
                 self.metrics[(task.step.id, task.shard)],
                 self._collector(task),
+                checkpoints,
             )
+            if self.hub is not None:
+                self.hub.finished(index)
         except Cancelled:
             pass
         except StepError as exc:
@@ -203,6 +269,82 @@ class _Run:
             self.gathered.setdefault((task.step.id, port, task.shard), []).append(item)
 
         return gather
+
+
+class _Hub:
+    """The coordinator behind a lock, and delivery of what it decides."""
+
+    def __init__(
+        self, session: CheckpointSession, channels: dict[str, Channel], tasks: Any
+    ) -> None:
+        self.session = session
+        self.coordinator: CheckpointCoordinator = session.coordinator
+        self.tasks: tuple[Task, ...] = tasks
+        self.channels = channels
+        self.links = [_LocalLink(self, i) for i in range(len(tasks))]
+        self.listeners = set(session.listeners())
+        self.done: set[int] = set()
+        self.lock = threading.Lock()
+
+    def task(self, index: int) -> TaskCheckpoints:
+        task = self.tasks[index]
+        return TaskCheckpoints.from_spec(
+            self.session.spec(index, task),
+            task.step.id,
+            task.shard,
+            task.shards,
+            self.links[index],
+        )
+
+    def call(self, decide: Callable[[CheckpointCoordinator], Actions]) -> None:
+        with self.lock:
+            actions = decide(self.coordinator)
+            for index, checkpoint in actions.triggers:
+                self.links[index].triggers.append(checkpoint)
+            for checkpoint in actions.completed:
+                for index in sorted(self.listeners - self.done):
+                    channel = self.channels.get(self.tasks[index].name)
+                    if channel is None:
+                        self.links[index].notices.append(checkpoint)
+                        continue
+                    with contextlib.suppress(Cancelled):  # the run is stopping
+                        channel.put_control(CheckpointComplete(checkpoint))
+
+    def tick(self) -> None:
+        self.call(lambda c: c.tick())
+
+    def finished(self, index: int) -> None:
+        with self.lock:
+            self.done.add(index)
+        self.call(lambda c: c.finished(index))
+
+    def summary(self) -> Any:
+        with self.lock:
+            return self.coordinator.summary()
+
+
+class _LocalLink:
+    """A task's line to the hub (see ``CoordinatorLink``)."""
+
+    def __init__(self, hub: _Hub, index: int) -> None:
+        self.hub = hub
+        self.index = index
+        self.triggers: deque[int] = deque()
+        self.notices: deque[int] = deque()
+
+    def request(self) -> None:
+        self.hub.call(lambda c: c.request(self.index))
+
+    def poll(self) -> None:
+        pass  # deliveries land in the deques directly
+
+    def report(self, checkpoint: int, entry: TaskEntry) -> None:
+        self.hub.call(lambda c: c.report(self.index, checkpoint, entry))
+
+
+def _take(channel: Channel, message: LinkMessage, held: bool) -> None:
+    if held:
+        channel.release(message)
 
 
 def _own_copy(task: Task) -> Task:

@@ -46,8 +46,17 @@ from typing import Any
 
 import zmq
 
+from engine.checkpoint.coordinator import Actions
+from engine.checkpoint.session import CheckpointSession, begin
+from engine.checkpoint.store import TaskEntry
 from engine.config import RunConfig
-from engine.errors import PlanError, RemoteError, StepError, format_error
+from engine.errors import (
+    CheckpointError,
+    PlanError,
+    RemoteError,
+    StepError,
+    format_error,
+)
 from engine.executors import worker
 from engine.executors.base import Outcome
 from engine.metrics import StepMetrics, merge
@@ -97,25 +106,51 @@ class ProcessExecutor:
         """Run the plan's tasks in worker processes."""
         start = time.perf_counter()
         tasks = expand(plan, collect=collect, seed=config.seed)
-        blobs = _pickle_tasks(plan.name, tasks, self.host, config.progress)
+        gathered: dict[tuple[str, str, int], list[Any]] = {}
+        session = None
+        if config.checkpoint is not None:
+            session = begin(
+                plan.name,
+                tasks,
+                config.checkpoint,
+                resume=config.resume,
+                gathered=gathered,
+            )
+        specs = [
+            worker.WorkerSpec(
+                task,
+                self.host,
+                config.progress,
+                session.spec(i, task) if session is not None else None,
+            )
+            for i, task in enumerate(tasks)
+        ]
+        blobs = _pickle_tasks(plan.name, specs)
+        run = _Run(tasks, config, self.host)
+        run.gathered = gathered
+        if session is not None:
+            run.session = session
+            run.listeners = set(session.listeners())
         progress = Progress(
             enabled=config.progress,
             steps=[s.id for s in plan.steps if s.kind is not StepKind.BATCH],
             sources=[s.id for s in plan.steps if s.kind is StepKind.SOURCE],
         )
-        run = _Run(tasks, config, self.host)
         try:
             with _main_path_for_fork_server():
                 run.launch(self._context(plan), blobs)
             run.handshake(self.startup_timeout_s)
             while run.error is None and not run.finished():
                 run.poll()
+                run.tick()
                 progress.update(run.step_metrics())
         finally:
             run.stop(config.stop_timeout_s)
             progress.close()
         outcome = run.outcome()
         outcome.wall_s = time.perf_counter() - start
+        if session is not None:
+            outcome.checkpoint = session.coordinator.summary()
         return outcome
 
     def _context(self, plan: Plan) -> Any:
@@ -151,6 +186,8 @@ class _Run:
         self.done: set[int] = set()
         self.exited: dict[int, float] = {}
         self.error: StepError | None = None
+        self.session: CheckpointSession | None = None
+        self.listeners: set[int] = set()
 
     def launch(self, context: Any, blobs: Sequence[bytes]) -> None:
         for index, (task, blob) in enumerate(zip(self.tasks, blobs, strict=True)):
@@ -221,6 +258,11 @@ class _Run:
     def finished(self) -> bool:
         return len(self.done) == len(self.tasks)
 
+    def tick(self) -> None:
+        """Let the checkpoint coordinator start a checkpoint that is due."""
+        if self.session is not None and self.error is None:
+            self._coordinate(0, lambda c: c.tick())
+
     def stop(self, timeout: float) -> None:
         """Cancel live workers, then join; terminate and kill the ones that linger."""
         if not self.finished():
@@ -272,6 +314,13 @@ class _Run:
                 peak[0] += items
                 peak[1] += size
             self.done.add(index)
+            if self.session is not None:
+                self._coordinate(index, lambda c: c.finished(index))
+        elif kind == "ckpt_request":
+            self._coordinate(index, lambda c: c.request(index))
+        elif kind == "ckpt":
+            entry = TaskEntry.from_dict(header["entry"])
+            self._coordinate(index, lambda c: c.report(index, header["n"], entry))
         elif kind == "error" and self.error is None:
             cause = RemoteError(header["type"], header["cause"], header["traceback"])
             self.error = StepError(
@@ -282,6 +331,24 @@ class _Run:
             )
             self.error.__cause__ = cause
             self.done.add(index)
+
+    def _coordinate(self, index: int, decide: Any) -> None:
+        """Run a coordinator call; deliver its triggers and completion notices."""
+        assert self.session is not None
+        try:
+            actions: Actions = decide(self.session.coordinator)
+        except (CheckpointError, OSError) as exc:
+            if self.error is None:
+                self.error = StepError.wrap(
+                    exc, step=self.tasks[index].step.id, location="engine (checkpoint)"
+                )
+                self.error.__cause__ = exc
+            return
+        for source, checkpoint in actions.triggers:
+            self._send(source, pack({"k": "trigger", "n": checkpoint}))
+        for checkpoint in actions.completed:
+            for listener in sorted(self.listeners - self.done):
+                self._send(listener, pack({"k": "complete", "n": checkpoint}))
 
     def _fail_exit(self, index: int, exitcode: int) -> None:
         how = f"exit code {exitcode}"
@@ -332,14 +399,13 @@ def _main_path_for_fork_server() -> Iterator[None]:
             os.environ[_MAIN_ENV] = previous
 
 
-def _pickle_tasks(
-    name: str, tasks: tuple[Task, ...], host: str, heartbeat: bool
-) -> list[bytes]:
+def _pickle_tasks(name: str, specs: Sequence[worker.WorkerSpec]) -> list[bytes]:
     blobs: list[bytes] = []
     problems: dict[str, str] = {}
-    for task in tasks:
+    for spec in specs:
+        task = spec.task
         try:
-            blobs.append(pickle.dumps(worker.WorkerSpec(task, host, heartbeat)))
+            blobs.append(pickle.dumps(spec))
         except Exception as exc:
             problems.setdefault(
                 task.step.id,

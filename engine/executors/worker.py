@@ -8,9 +8,16 @@ with :func:`engine.runtime.run_task`, and reports ``done`` (with its metrics) or
 
 Flow control is credit-based: an outlet may have at most its share of the consumer's
 :class:`~engine.config.ChannelBounds` in flight (sent but not yet taken by the
-consumer); the consumer acknowledges each message when it takes it, returning the
-credit. End-of-stream messages are acknowledged too, so a worker exits only after its
-consumers took everything it sent, and no message is lost to socket shutdown.
+consumer); the consumer acknowledges each message when its task takes it, returning
+the credit. End-of-stream and barrier messages are acknowledged too, so a worker
+exits only after its consumers took everything it sent, and no message is lost to
+socket shutdown. While a task aligns a checkpoint barrier it does not take from the
+links that delivered it, so their producers run out of credit and wait: memory stays
+bounded and the other links keep flowing.
+
+Checkpoint traffic rides the control socket: a source asks for a checkpoint
+(``ckpt_request``), the coordinator answers with ``trigger``; every task reports its
+stored part (``ckpt``), and listeners receive ``complete``.
 
 The data path is one thread: a single :class:`_Pump` polls every socket whenever the
 task waits, for input or for credit, so acknowledgements, inputs and ``cancel``
@@ -30,7 +37,17 @@ from typing import Any
 
 import zmq
 
-from engine.channels import Cancelled, Delivery, EndOfStream, Message
+from engine.channels import (
+    Barrier,
+    Cancelled,
+    CheckpointComplete,
+    Delivery,
+    EndOfStream,
+    LinkMessage,
+    Message,
+)
+from engine.checkpoint.store import TaskEntry
+from engine.checkpoint.task import TaskCheckpoints, TaskCheckpointSpec
 from engine.errors import StepError
 from engine.metrics import StepMetrics
 from engine.runtime import Inbox, Outlet, run_task
@@ -49,6 +66,7 @@ class WorkerSpec:
     task: Task
     host: str
     heartbeat: bool
+    checkpoint: TaskCheckpointSpec | None = None
 
 
 def main(coordinator: str, identity: bytes, step_id: str, blob: bytes) -> None:
@@ -132,9 +150,15 @@ class _Worker:
         pump = _Pump(self, list(outlets.values()))
         for outlet in outlets.values():
             outlet.pump = pump
-        inbox = Inbox(pump.receive, self.task.inbound_links)
+        inbox = Inbox(pump.receive, self.task.inbound_links, take=pump.take)
         collector = self._gather if self.task.collect else None
-        run_task(self.task, inbox, outlets, self.metrics, collector)
+        checkpoints = None
+        if self.spec.checkpoint is not None:
+            task = self.task
+            checkpoints = TaskCheckpoints.from_spec(
+                self.spec.checkpoint, task.step.id, task.shard, task.shards, pump.link
+            )
+        run_task(self.task, inbox, outlets, self.metrics, collector, checkpoints)
         consumers: dict[str, list[int]] = {}
         for outlet in outlets.values():
             peaks = consumers.setdefault(outlet.consumer, [0, 0])
@@ -186,6 +210,13 @@ class _ZmqOutlet(Outlet):
         self.peak_bytes = max(self.peak_bytes, self.bytes)
         return waited
 
+    def barrier(self, checkpoint: int) -> None:
+        # Control messages need no credit; the acknowledgement balances the count.
+        self.socket.send_multipart(
+            pack({"k": "b", "in": self.input, "sh": self.shard, "c": checkpoint})
+        )
+        self.items += 1
+
     def close(self) -> None:
         self.socket.send_multipart(
             pack({"k": "eos", "in": self.input, "sh": self.shard})
@@ -212,12 +243,34 @@ class _ZmqOutlet(Outlet):
         return waited
 
 
+class _ControlLink:
+    """A task's line to the checkpoint coordinator over the control socket."""
+
+    def __init__(self, pump: _Pump) -> None:
+        self.pump = pump
+        self.triggers: deque[int] = deque()
+        self.notices: deque[int] = deque()
+
+    def request(self) -> None:
+        self.pump.worker.control.send_multipart(pack({"k": "ckpt_request"}))
+
+    def poll(self) -> None:
+        self.pump.poll(0)
+
+    def report(self, checkpoint: int, entry: TaskEntry) -> None:
+        self.pump.worker.control.send_multipart(
+            pack({"k": "ckpt", "n": checkpoint, "entry": entry.to_dict()})
+        )
+
+
 class _Pump:
     """Polls every socket of a worker and dispatches what arrives."""
 
     def __init__(self, worker: _Worker, outlets: list[_ZmqOutlet]) -> None:
         self.worker = worker
-        self.queue: deque[tuple[bytes, Message, int]] = deque()
+        self.link = _ControlLink(self)
+        self.producers: dict[tuple[int, int], bytes] = {}  # link -> its identity
+        self.queue: deque[Message] = deque()
         self.by_socket = {outlet.socket: outlet for outlet in outlets}
         self.poller = zmq.Poller()
         self.poller.register(worker.control, zmq.POLLIN)
@@ -228,17 +281,21 @@ class _Pump:
         self.last_beat = time.monotonic()
 
     def receive(self) -> Message:
-        """Return the next inbound message, acknowledging it to its producer."""
+        """Return the next inbound message (:meth:`take` acknowledges it)."""
         while not self.queue:
             self.poll()
-        identity, message, size = self.queue.popleft()
+        return self.queue.popleft()
+
+    def take(self, message: LinkMessage, held: bool) -> None:
+        """The task took ``message``: return its credit to the producer."""
+        size = message.nbytes if isinstance(message, Delivery) else 0
+        identity = self.producers[(message.input, message.shard)]
         assert self.worker.inbound is not None
         self.worker.inbound.send_multipart([identity, pack({"k": "ack", "n": size})[0]])
-        return message
 
-    def poll(self) -> None:
-        """Wait up to one poll interval, then handle everything readable."""
-        for socket, _ in self.poller.poll(_POLL_MS):
+    def poll(self, timeout_ms: int = _POLL_MS) -> None:
+        """Wait up to ``timeout_ms``, then handle everything readable."""
+        for socket, _ in self.poller.poll(timeout_ms):
             while socket.poll(0):
                 frames = socket.recv_multipart(copy=False)
                 self._dispatch(socket, frames)
@@ -253,17 +310,30 @@ class _Pump:
 
     def _dispatch(self, socket: zmq.Socket[Any], frames: list[Any]) -> None:
         if socket is self.worker.control:
-            raise Cancelled  # the coordinator only ever sends ``cancel`` after start
-        if socket is self.worker.inbound:
-            identity = frames[0].bytes
-            header, value = unpack(frames[1:])
-            if header["k"] == "eos":
-                self.queue.append(
-                    (identity, EndOfStream(header["in"], header["sh"]), 0)
-                )
+            header, _ = unpack(frames)
+            kind = header["k"]
+            if kind == "trigger":
+                self.link.triggers.append(header["n"])
+            elif kind == "complete" and self.worker.task.inputs:
+                self.queue.append(CheckpointComplete(header["n"]))
+            elif kind == "complete":
+                self.link.notices.append(header["n"])
             else:
-                delivery = Delivery(header["in"], header["sh"], value, header["n"])
-                self.queue.append((identity, delivery, header["n"]))
+                raise Cancelled
+            return
+        if socket is self.worker.inbound:
+            header, value = unpack(frames[1:])
+            link = (header["in"], header["sh"])
+            self.producers.setdefault(link, frames[0].bytes)
+            kind = header["k"]
+            message: Message
+            if kind == "eos":
+                message = EndOfStream(*link)
+            elif kind == "b":
+                message = Barrier(*link, header["c"])
+            else:
+                message = Delivery(*link, value, header["n"])
+            self.queue.append(message)
             return
         header, _ = unpack(frames)
         self.by_socket[socket].acknowledge(header["n"])

@@ -1,0 +1,101 @@
+"""Exactly-once checkpoints and recovery for streaming pipelines.
+
+**The contract** (stable; streaming operators rely on it).
+
+*Configuration.* ``RunConfig(checkpoint=CheckpointConfig(directory, every_items=N,
+interval_s=T, keep=2), resume=False)``; on the command line ``strata run JOB
+--checkpoint-dir DIR --checkpoint-every N [--checkpoint-interval T] [--resume]``.
+A checkpoint starts after ``N`` items from one source since the previous one, or
+``T`` seconds after the previous one started; one is in flight at a time.
+
+*Sources* opt in by implementing :class:`~engine.operator.Stateful`; with
+checkpoints on, every streaming source must (a source that cannot seek would replay
+from its start). Their state is their read position (a log offset). The engine
+snapshots a source *between* items, while ``finish()`` is suspended at a ``yield``,
+so the snapshot must describe the position after the item just yielded: advance
+the position, then yield. Right after the snapshot the engine emits
+``Barrier(n)`` on every outlet, in order with the items. All sources inject the
+same checkpoint ids (the driver starts checkpoint ``n`` in every running source). A
+source waiting for input should yield :data:`~engine.operator.IDLE` now and then, so
+checkpoints and notices are not held up by a quiet source.
+
+*Every task* aligns barriers across its inbound links (Chandy-Lamport as in Flink:
+a link that delivered barrier ``n`` is held until every open link delivered it).
+Then a ``Stateful`` operator's ``snapshot()`` is taken, encoded with the wire codec
+(:mod:`engine.wire`: numpy arrays, torch tensors, Arrow batches and tables, bytes,
+JSON scalars, and dicts with string keys, lists and tuples of them; never pickle; a
+snapshot the codec refuses fails the run with an error naming the step), the
+barrier is forwarded on every outlet, and the state is written to
+``DIR/checkpoint-<n>/<step>.<shard>.<run>.state`` (temp file, fsync, rename) and
+reported to the driver. A stateless streaming step just forwards the barrier. A
+batch step gathering a stream stores what it has gathered so far (it runs once, at
+the end, on all of it; for a long stream prefer a ``Stateful`` operator that folds
+as it goes, since each checkpoint rewrites the whole gathered list).
+
+*Completion.* Checkpoint ``n`` is complete when every task has stored its part or
+has ended without meeting barrier ``n``. The driver then writes ``MANIFEST.json``
+atomically (temp file, fsync, rename, directory fsync), keeps the newest ``keep``
+complete checkpoints and deletes older and abandoned ones. Items the driver collects
+(``collect=``, :class:`~engine.testing.ListSink`, recorded outputs) are stored with
+each checkpoint too, so they are exactly-once across a resume as well.
+
+*Notification.* After the manifest is durable, each running operator that defines
+``on_checkpoint_complete(n)`` (:class:`~engine.operator.CheckpointListener`) has it
+called on its own thread, between items: a log source may drop segments before its
+offset in ``n``; a sink may commit output up to barrier ``n``.
+
+*Resume.* ``execute(p, executor, config=RunConfig(checkpoint=..., resume=True))``
+finds the newest complete checkpoint (incomplete ones are ignored and deleted),
+checks it against the pipeline (a step missing on either side, or a changed shard
+count, is a :class:`~engine.errors.CheckpointError` listing every problem), then
+each stateful task runs ``open(ctx)``, ``restore(state)`` and carries on: sources
+from their saved positions, so everything after the checkpoint is replayed exactly
+once. A task that had ended by the checkpoint does not run again (its consumers'
+state holds everything it sent); anything an operator got from such a step, say a
+model from a batch step, must be in its own snapshot or be loaded again in
+``open()``. With no complete checkpoint the run starts from the beginning. A fresh
+run (``resume=False``) refuses a directory holding complete checkpoints. The run
+report's ``checkpoint`` section has the ids, counts, bytes and seconds.
+
+*What is not covered.* Side effects of operators (files written, messages sent)
+happen again for the items replayed after a resume: make sinks idempotent, or
+commit them in ``on_checkpoint_complete``. A batch step with no streaming input
+runs once; if it ended before the checkpoint it is not run again.
+
+Examples:
+    >>> import tempfile
+    >>> from engine import CheckpointConfig, Pipeline, RunConfig
+    >>> from engine.testing import ListSink, ListSource, run
+    >>> p = Pipeline("resumable")
+    >>> _ = p.step("numbers", ListSource(range(10)))  # ListSource is Stateful
+    >>> _ = p.step("out", ListSink(), "numbers")
+    >>> ckpt = CheckpointConfig(tempfile.mkdtemp(), every_items=3)
+    >>> run(p, config=RunConfig(checkpoint=ckpt))
+    {'out': [0, 1, 2, 3, 4, 5, 6, 7, 8, 9]}
+    >>> run(p, config=RunConfig(checkpoint=ckpt, resume=True))  # from the last one
+    {'out': [0, 1, 2, 3, 4, 5, 6, 7, 8, 9]}
+"""
+
+from engine.checkpoint.coordinator import CheckpointCoordinator
+from engine.checkpoint.resume import ResumePoint, prepare
+from engine.checkpoint.store import CheckpointStore, Manifest, TaskEntry
+from engine.checkpoint.task import CoordinatorLink, TaskCheckpoints
+from engine.config import CheckpointConfig
+from engine.errors import CheckpointError
+from engine.operator import IDLE, CheckpointListener, Stateful
+
+__all__ = [
+    "IDLE",
+    "CheckpointConfig",
+    "CheckpointCoordinator",
+    "CheckpointError",
+    "CheckpointListener",
+    "CheckpointStore",
+    "CoordinatorLink",
+    "Manifest",
+    "ResumePoint",
+    "Stateful",
+    "TaskCheckpoints",
+    "TaskEntry",
+    "prepare",
+]

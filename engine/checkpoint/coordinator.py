@@ -1,0 +1,264 @@
+"""The driver's side of checkpoints: when to start one, and when one is complete.
+
+One :class:`CheckpointCoordinator` per run, owned by the executor's driver (the
+coordinator process, or the local executor under a lock). It decides when checkpoint
+``n`` starts (a source asked after ``every_items`` items, or ``interval_s`` passed)
+and which sources must inject barrier ``n`` (every source still running), collects
+each task's :class:`~engine.checkpoint.store.TaskEntry`, and completes ``n`` when
+every task has either persisted ``n`` or finished without meeting its barrier (its
+consumers waited for its end-of-stream before snapshotting, so they hold all it
+sent). Completing writes the manifest and prunes old checkpoints; the executor then
+tells the listening tasks.
+
+The items the driver collects are part of each checkpoint: when a task reports
+``n``, everything it collected before barrier ``n`` has reached the driver (on the
+process executor the same socket carries both, in order), so the coordinator notes
+how many items each collected port had then and stores those prefixes with ``n``.
+
+At most one checkpoint is in flight: a request that arrives meanwhile is kept and
+served when the current one completes, so slow storage spaces checkpoints out
+instead of piling them up.
+
+Examples:
+    >>> import tempfile
+    >>> from engine.checkpoint.store import STATELESS, CheckpointStore, TaskEntry
+    >>> store = CheckpointStore(tempfile.mkdtemp())
+    >>> from engine.pipeline import Pipeline
+    >>> from engine.tasks import expand
+    >>> from engine.testing import ListSink, ListSource
+    >>> p = Pipeline("demo")
+    >>> _ = p.step("numbers", ListSource([1, 2]))
+    >>> _ = p.step("sink", ListSink(), "numbers")
+    >>> c = CheckpointCoordinator("demo", expand(p.validate()), store, {},
+    ...                           every_items=10, interval_s=None, keep=2)
+    >>> c.request(0).triggers
+    [(0, 1)]
+    >>> c.report(0, 1, TaskEntry("numbers", 0, 1, STATELESS)).completed
+    []
+    >>> c.finished(1).completed, store.complete_ids()
+    ([1], [1])
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from engine.checkpoint.store import (
+    DRIVER,
+    FINISHED,
+    CheckpointStore,
+    Manifest,
+    TaskEntry,
+)
+from engine.errors import CheckpointError, WireError, format_error
+from engine.pipeline import StepKind
+from engine.report import CheckpointReport
+from engine.tasks import Task
+from engine.wire import pack
+
+#: Items the driver collected, by (step id, port, shard).
+Gathered = dict[tuple[str, str, int], list[Any]]
+
+
+@dataclass(slots=True)
+class Actions:
+    """What the executor must deliver after a coordinator call.
+
+    Attributes:
+        triggers: ``(task index, checkpoint)``: tell that source to inject.
+        completed: Checkpoints now complete and durable, ascending.
+    """
+
+    triggers: list[tuple[int, int]] = field(default_factory=list)
+    completed: list[int] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class _InFlight:
+    started: float
+    entries: dict[int, TaskEntry] = field(default_factory=dict)
+    counts: dict[tuple[str, str, int], int] = field(default_factory=dict)
+
+
+class CheckpointCoordinator:
+    """Starts and completes checkpoints for one run (see the module docstring).
+
+    Args:
+        pipeline: The pipeline's name (recorded in manifests).
+        tasks: Every task of the run, in task order.
+        store: Where checkpoints go.
+        gathered: The driver's collected items (read, never changed, here).
+        every_items: Start a checkpoint when a source asks (after this many items).
+        interval_s: Start a checkpoint this long after the previous one started.
+        keep: Complete checkpoints to keep.
+        first_id: The id of this run's first checkpoint.
+        resumed_from: The checkpoint this run resumed from, if any.
+        finished: Tasks that will not run (they had finished by ``resumed_from``).
+        clock: Monotonic seconds (tests pass a fake).
+    """
+
+    def __init__(
+        self,
+        pipeline: str,
+        tasks: Sequence[Task],
+        store: CheckpointStore,
+        gathered: Gathered,
+        *,
+        every_items: int | None,
+        interval_s: float | None,
+        keep: int,
+        first_id: int = 1,
+        resumed_from: int | None = None,
+        finished: Sequence[int] = (),
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.pipeline = pipeline
+        self.tasks = tuple(tasks)
+        self.store = store
+        self.gathered = gathered
+        self.every_items = every_items
+        self.interval_s = interval_s
+        self.keep = keep
+        self.resumed_from = resumed_from
+        self._clock = clock
+        self._next_id = first_id
+        self._finished = set(finished)
+        self._sources = [
+            i for i, t in enumerate(self.tasks) if t.step.kind is StepKind.SOURCE
+        ]
+        self._in_flight: dict[int, _InFlight] = {}
+        self._wanted = False
+        self._last_start = clock()
+        self._last: int | None = None
+        self._count = 0
+        self._bytes = 0
+        self._seconds = 0.0
+        self._latency = 0.0
+
+    @property
+    def live_sources(self) -> list[int]:
+        """Sources still running (only they can inject barriers)."""
+        return [i for i in self._sources if i not in self._finished]
+
+    def request(self, task: int) -> Actions:
+        """Source ``task`` emitted ``every_items`` items since its last barrier."""
+        if any(task not in f.entries for f in self._in_flight.values()):
+            return Actions()  # it still has a barrier to inject
+        self._wanted = True
+        return self._maybe_start()
+
+    def tick(self) -> Actions:
+        """Start a checkpoint if ``interval_s`` has passed (call it regularly)."""
+        interval = self.interval_s
+        if interval is not None and self._clock() - self._last_start >= interval:
+            self._wanted = True
+        return self._maybe_start()
+
+    def report(self, task: int, checkpoint: int, entry: TaskEntry) -> Actions:
+        """Task ``task`` persisted its part of ``checkpoint``."""
+        flight = self._in_flight.get(checkpoint)
+        if flight is not None:
+            flight.entries[task] = entry
+            flight.counts.update(self._counts(task))
+        return self._complete()
+
+    def finished(self, task: int) -> Actions:
+        """Task ``task`` ended (closed every outlet)."""
+        self._finished.add(task)
+        if not self.live_sources:
+            self._wanted = False
+        return self._complete()
+
+    def summary(self) -> CheckpointReport:
+        """The run report's ``checkpoint`` section."""
+        return CheckpointReport(
+            directory=str(self.store.directory),
+            completed=self._count,
+            last=self._last,
+            resumed_from=self.resumed_from,
+            bytes=self._bytes,
+            seconds=round(self._seconds, 6),
+            mean_latency_s=round(self._latency / self._count, 6) if self._count else 0,
+        )
+
+    def _counts(self, task: int) -> dict[tuple[str, str, int], int]:
+        t = self.tasks[task]
+        keys = [(t.step.id, port, t.shard) for port in t.collect]
+        return {key: len(self.gathered.get(key, ())) for key in keys}
+
+    def _write_gathered(
+        self, n: int, counts: dict[tuple[str, str, int], int]
+    ) -> TaskEntry | None:
+        if not counts:
+            return None
+        rows = [
+            [step, port, shard, self.gathered.get((step, port, shard), [])[:count]]
+            for (step, port, shard), count in sorted(counts.items())
+        ]
+        try:
+            frames = pack({"step": DRIVER}, rows)
+        except WireError as exc:
+            step = next(iter(sorted(counts)))[0]
+            raise CheckpointError(
+                [
+                    format_error(
+                        "collected items",
+                        step,
+                        "items the wire codec encodes, to store with checkpoints",
+                        str(exc),
+                        "collect Arrow data, arrays, tensors or JSON values, or "
+                        "collect nothing from a checkpointed run.",
+                    )
+                ]
+            ) from exc
+        return self.store.write_state(n, DRIVER, 0, 1, "driver", frames)
+
+    def _maybe_start(self) -> Actions:
+        sources = self.live_sources
+        if not self._wanted or self._in_flight or not sources:
+            return Actions()
+        n = self._next_id
+        self._next_id += 1
+        self._wanted = False
+        self._last_start = self._clock()
+        self._in_flight[n] = _InFlight(self._last_start)
+        return Actions(triggers=[(i, n) for i in sources])
+
+    def _complete(self) -> Actions:
+        actions = Actions()
+        for n in sorted(self._in_flight):
+            flight = self._in_flight[n]
+            done = all(
+                i in flight.entries or i in self._finished
+                for i in range(len(self.tasks))
+            )
+            if not done:
+                break
+            entries = []
+            counts = dict(flight.counts)
+            for i, task in enumerate(self.tasks):
+                entry = flight.entries.get(i)
+                if entry is None:  # it ended: all it collected has arrived
+                    entry = TaskEntry(task.step.id, task.shard, task.shards, FINISHED)
+                    counts.update(self._counts(i))
+                entries.append(entry)
+            driver = self._write_gathered(n, counts)
+            duration = self._clock() - flight.started
+            manifest = Manifest(
+                n, self.pipeline, tuple(entries), driver=driver, duration_s=duration
+            )
+            self.store.commit(manifest)
+            self.store.prune(self.keep)
+            del self._in_flight[n]
+            self._last = n
+            self._count += 1
+            self._bytes += manifest.nbytes
+            self._seconds += sum(e.seconds for e in entries)
+            self._latency += duration
+            actions.completed.append(n)
+        if actions.completed:
+            actions.triggers = self._maybe_start().triggers
+        return actions
