@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from operators.errors import OperatorError
-from operators.io.datasets import community_dataset
+from operators.io.datasets import community_dataset, save_dataset_dir
 from operators.trainers import (
     TIMING_KEYS,
     FullGraphTrainer,
@@ -55,6 +55,11 @@ def test_same_seed_gives_identical_losses_and_leaves_global_rng_alone(data) -> N
     assert run(config(), data) == first
     other_records, _ = run(config(seed=1), data)
     assert [r["loss"] for r in other_records] != [r["loss"] for r in first[0]]
+
+
+def test_a_dataset_directory_trains_like_the_payload(data, tmp_path) -> None:
+    directory = save_dataset_dir(data, str(tmp_path / "community"))
+    assert run(config(epochs=3), directory) == run(config(epochs=3), data)
 
 
 def test_learns_the_communities(data) -> None:

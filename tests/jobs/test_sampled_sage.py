@@ -1,0 +1,51 @@
+"""Sampled GraphSAGE on a community graph: both executors, both feature stores."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from engine import execute
+from jobs import sampled_sage
+from operators.errors import OperatorError
+from operators.trainers import TIMING_KEYS
+
+SMALL = {
+    "num_nodes": 3000,
+    "num_classes": 4,
+    "num_features": 16,
+    "hidden": 32,
+    "batch_size": 256,
+    "epochs": 2,
+    "device": "cpu",
+    "threads": 1,
+}
+
+
+def untimed(outputs: dict) -> dict:
+    return {k: v for k, v in outputs.items() if k not in TIMING_KEYS}
+
+
+@pytest.mark.multiprocess
+def test_outputs_identical_on_both_executors_and_stores(tmp_path: Path) -> None:
+    local = execute(sampled_sage.build(**SMALL), "local").outputs
+    arrow = sampled_sage.build(**SMALL, store="arrow", data_dir=str(tmp_path / "ds"))
+    process = execute(arrow, "process").outputs
+    assert process.pop("store") == "arrow"
+    assert local.pop("store") == "memory"
+    assert untimed(process) == untimed(local)
+    assert local["seeds_per_s"] > 0
+    assert local["gather_s"] > 0
+
+
+def test_accuracy_is_well_above_chance() -> None:
+    outputs = execute(sampled_sage.build(**{**SMALL, "epochs": 5})).outputs
+    assert outputs["chance"] == 0.25
+    assert outputs["test_accuracy"] > 0.75
+    assert outputs["epochs_run"] == 5
+
+
+def test_a_bad_store_is_a_clear_error() -> None:
+    with pytest.raises(OperatorError, match="store in sampled_sage: expected one of"):
+        sampled_sage.build(store="disk")
