@@ -16,7 +16,19 @@ Examples:
 """
 
 from partition.baselines import HashPartitioner, MetisReference, RandomPartitioner
-from partition.errors import PartitionError
+from partition.book import PartitionBook, build_book
+from partition.chunk_order import order_chunks
+from partition.chunking import (
+    ChunkConfig,
+    ChunkMethod,
+    ChunkOrdering,
+    ChunkSchedule,
+    split_chunks,
+)
+from partition.errors import PartitionError, PartitionKeyError
+from partition.grem import ArrayEdgeChunks, EdgeChunks, GremPartitioner, ScoreDType
+from partition.hdrf import EdgeOrder, HDRFPartitioner, HDRFState
+from partition.load_plan import LoadMode, LoadPlan, plan_loads
 from partition.metrics import (
     as_undirected_simple,
     balance,
@@ -32,24 +44,43 @@ from partition.streaming import FennelPartitioner, LDGPartitioner, StreamOrder
 from partition.types import CutKind, Partition, Partitioner, PartitionReport
 
 __all__ = [
+    "ArrayEdgeChunks",
+    "ChunkConfig",
+    "ChunkMethod",
+    "ChunkOrdering",
+    "ChunkSchedule",
     "CutKind",
+    "EdgeChunks",
+    "EdgeOrder",
     "FennelPartitioner",
     "GreedyKWayRefiner",
+    "GremPartitioner",
+    "HDRFPartitioner",
+    "HDRFState",
     "HashPartitioner",
     "LDGPartitioner",
+    "LoadMode",
+    "LoadPlan",
     "MetisReference",
     "MultilevelPartitioner",
     "Partition",
+    "PartitionBook",
     "PartitionError",
+    "PartitionKeyError",
     "PartitionReport",
     "Partitioner",
     "RandomPartitioner",
+    "ScoreDType",
     "StreamOrder",
     "as_undirected_simple",
     "balance",
     "balance_cap",
+    "build_book",
     "edge_balance",
     "edge_cut",
     "halo_sizes",
+    "order_chunks",
+    "plan_loads",
     "replication_factor",
+    "split_chunks",
 ]

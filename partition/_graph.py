@@ -25,7 +25,13 @@ import numpy as np
 from partition._jit import njit
 from partition._types import BoolArray, Float64Array, Int32Array, Int64Array
 from partition.errors import PartitionError
-from partition.metrics import as_undirected_simple, balance, balance_cap, cut_stats
+from partition.metrics import (
+    NO_WEIGHTS,
+    as_undirected_simple,
+    balance,
+    balance_cap,
+    cut_stats,
+)
 from partition.types import CutKind, Partition, PartitionReport
 from storage import CSRGraph
 
@@ -161,8 +167,12 @@ def prepare(
         adjwgt = np.ones(simple.num_edges, dtype=np.int64)
     else:
         adjwgt = to_int_weights(simple.edge_weight, "edge_weight", where)
-    adjncy = simple.indices.astype(np.int32, copy=False)
-    return simple, WeightedCSR(simple.indptr, adjncy, adjwgt, vwgt)
+    # Writable copies: numba compiles read-only arrays (CSRGraph freezes its own)
+    # as a separate type, and coarse levels are writable, so one array type keeps
+    # one compiled specialisation per kernel.
+    xadj = np.array(simple.indptr, dtype=np.int64)
+    adjncy = np.array(simple.indices, dtype=np.int32)
+    return simple, WeightedCSR(xadj, adjncy, adjwgt, vwgt)
 
 
 def without_isolated(graph: WeightedCSR) -> tuple[WeightedCSR, Int64Array, Int64Array]:
@@ -254,11 +264,7 @@ def build_report(
     train_mask: BoolArray | None = None,
 ) -> PartitionReport:
     """Report of an edge-cut partition of the simple graph ``simple``."""
-    weights = (
-        np.empty(0, dtype=np.float32)
-        if simple.edge_weight is None
-        else simple.edge_weight
-    )
+    weights = NO_WEIGHTS if simple.edge_weight is None else simple.edge_weight
     cut, total, halos, degree_sums = cut_stats(
         simple.indptr, simple.indices, weights, assignment, k
     )

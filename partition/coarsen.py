@@ -227,7 +227,7 @@ def _two_hop_any(
     order: np.ndarray,
     match: np.ndarray,
     unmatched: int,
-    max_degree: int,
+    max_degree: np.int64,
 ) -> int:
     """Pair unmatched vertices of degree < max_degree that share a neighbour."""
     n = xadj.shape[0] - 1
@@ -276,7 +276,7 @@ def _two_hop_all(
     order: np.ndarray,
     match: np.ndarray,
     unmatched: int,
-    max_degree: int,
+    max_degree: np.int64,
 ) -> int:
     """Pair unmatched vertices (1 < degree < max_degree) with identical neighbours."""
     n = xadj.shape[0] - 1
@@ -336,12 +336,16 @@ def match_two_hop(
 ) -> int:
     """METIS's 2-hop cascade on the vertices :func:`match_random` left unmatched."""
     n = xadj.shape[0] - 1
-    unmatched = _two_hop_any(xadj, adjncy, order, match, unmatched, 2)
-    unmatched = _two_hop_all(xadj, adjncy, order, match, unmatched, 64)
+    # degree bounds as one int64 variable: one compiled signature of _two_hop_any
+    bound = np.int64(2)
+    unmatched = _two_hop_any(xadj, adjncy, order, match, unmatched, bound)
+    unmatched = _two_hop_all(xadj, adjncy, order, match, unmatched, np.int64(64))
     if unmatched > 1.5 * trigger * n:
-        unmatched = _two_hop_any(xadj, adjncy, order, match, unmatched, 3)
+        bound = np.int64(3)
+        unmatched = _two_hop_any(xadj, adjncy, order, match, unmatched, bound)
     if unmatched > 2.0 * trigger * n:
-        unmatched = _two_hop_any(xadj, adjncy, order, match, unmatched, n)
+        bound = np.int64(n)
+        unmatched = _two_hop_any(xadj, adjncy, order, match, unmatched, bound)
     return unmatched
 
 

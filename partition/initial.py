@@ -457,6 +457,8 @@ def multilevel_bisect(
     best_cut = -1
     best_bal = 0.0
     pwgts = np.zeros(2, dtype=np.int64)
+    two_hop = True
+    trigger = 0.1
     for t in range(tries):
         gx = [xadj]
         ga = [adjncy.astype(np.int32)]
@@ -470,7 +472,7 @@ def multilevel_bisect(
             if cnv <= coarsen_to or cx[cnv] <= cnv // 2:
                 break
             cmap, nx, na, nw, nv = coarsen_once(
-                cx, ga[-1], gw[-1], gv[-1], max_vwgt, heavy, True, 0.1, state
+                cx, ga[-1], gw[-1], gv[-1], max_vwgt, heavy, two_hop, trigger, state
             )
             cmaps.append(cmap)
             gx.append(nx)

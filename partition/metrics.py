@@ -40,7 +40,8 @@ from partition._jit import njit
 from partition._types import BoolArray, Float64Array, Int32Array, Int64Array
 from storage import CSRGraph, DuplicatePolicy, SelfLoopPolicy
 
-_NO_WEIGHTS = np.empty(0, dtype=np.float32)
+NO_WEIGHTS = np.empty(0, dtype=np.float32)
+NO_WEIGHTS.flags.writeable = False  # like CSRGraph's arrays: one numba signature
 
 __all__ = [
     "as_undirected_simple",
@@ -210,7 +211,7 @@ def halo_sizes(graph: CSRGraph, assignment: np.ndarray, k: int) -> Int64Array:
     """Per part: vertices owned elsewhere with a neighbour in the part (1-hop halo)."""
     g = as_undirected_simple(graph)
     a = np.ascontiguousarray(assignment, dtype=np.int32)
-    _, _, halo, _ = cut_stats(g.indptr, g.indices, _NO_WEIGHTS, a, k)
+    _, _, halo, _ = cut_stats(g.indptr, g.indices, NO_WEIGHTS, a, k)
     result: Int64Array = halo
     return result
 
