@@ -6,7 +6,10 @@ import pytest
 
 import partition
 
-MODULES = sorted(m.name for m in pkgutil.iter_modules(partition.__path__, "partition."))
+PARTITION = sorted(
+    m.name for m in pkgutil.iter_modules(partition.__path__, "partition.")
+)
+MODULES = [*PARTITION, "operators.io.partition_book", "operators.cli.partition"]
 
 
 @pytest.mark.parametrize("name", MODULES)
