@@ -42,6 +42,7 @@ Example (starts processes, so not a doctest)::
 from __future__ import annotations
 
 import atexit
+import dataclasses
 import logging
 import pickle
 import signal
@@ -101,15 +102,33 @@ def run_gang_report(
     """
     name = spec.name or getattr(fn, "__qualname__", type(fn).__qualname__)
     _check_function(fn, name)
-    gang = _Gang(name, spec, spec.placement())
-    try:
-        gang.launch(fn, args, kwargs)
-        report = gang.watch()
-    except BaseException:
-        gang.stop(0.0)
-        raise
-    gang.stop(_EXIT_S)
-    return report
+    placement = spec.placement()
+    origin = time.monotonic()
+    for attempt in range(1, spec.startup_retries + 2):
+        gang = _Gang(name, spec, placement, origin, attempt)
+        try:
+            gang.launch(fn, args, kwargs)
+            report = gang.watch()
+        except _JoinFailed as failed:
+            gang.stop(0.0)
+            if attempt > spec.startup_retries:
+                raise failed.error from failed.error.__cause__
+            log.warning("gang %r: joining failed, retrying: %s", name, failed.error)
+            continue
+        except BaseException:
+            gang.stop(0.0)
+            raise
+        gang.stop(_EXIT_S)
+        return report
+    raise AssertionError("unreachable: the last attempt returns or raises")
+
+
+class _JoinFailed(Exception):
+    """No rank got through joining the process group: the gang may be retried."""
+
+    def __init__(self, error: GangError) -> None:
+        super().__init__(str(error))
+        self.error = error
 
 
 @dataclass(slots=True)
@@ -138,13 +157,23 @@ class _Rank:
 class _Gang:
     """One gang's processes, store and bookkeeping."""
 
-    def __init__(self, name: str, spec: GangSpec, placement: GangPlacement) -> None:
+    def __init__(
+        self,
+        name: str,
+        spec: GangSpec,
+        placement: GangPlacement,
+        origin: float,
+        attempt: int,
+    ) -> None:
         self.name = name
         self.spec = spec
         self.placement = placement
+        self.origin = origin  # the first attempt's launch: timeout_s counts from it
+        self.attempt = attempt
         self.ranks: list[_Rank] = []
         self.failures: list[WorkerFailure] = []
         self.remote: dict[int, RemoteError] = {}
+        self.joining: set[int] = set()  # ranks whose error came before "ready"
         self.launched = time.monotonic()
         try:
             self.store = open_store(
@@ -273,7 +302,9 @@ class _Gang:
                 return
             r.stats = stats
         elif kind == "error":
-            type_name, text, trace, metrics, progress = body
+            type_name, text, trace, metrics, progress, phase = body
+            if phase == "join":
+                self.joining.add(r.rank)
             r.metrics = metrics or r.metrics
             r.progress = progress or r.progress
             r.failed = True
@@ -303,7 +334,7 @@ class _Gang:
                 self._fail(r, FailureKind.NOT_STARTED, waited)
             if late:
                 return True
-        if spec.timeout_s is not None and now - self.launched > spec.timeout_s:
+        if spec.timeout_s is not None and now - self.origin > spec.timeout_s:
             for r in running:
                 detail = f"still running after timeout_s={spec.timeout_s:g}"
                 self._fail(r, FailureKind.TIMED_OUT, detail)
@@ -333,8 +364,19 @@ class _Gang:
     def _raise(self) -> None:
         # Deaths first (their peers' errors follow from them), then by arrival.
         failures = sorted(self.failures, key=lambda f: _ORDER.get(f.kind, 2))
+        if self.attempt > 1:
+            first = failures[0]
+            detail = f"{first.detail} (start-up attempt {self.attempt})"
+            failures[0] = dataclasses.replace(first, detail=detail)
         error = GangError.build(self.name, failures)
-        raise error from self.remote.get(failures[0].rank)
+        error.__cause__ = self.remote.get(failures[0].rank)
+        # A rendezvous that failed before any rank ran user code is safe to redo:
+        # gloo's full-mesh connect can fail spuriously on an overloaded machine.
+        if failures[0].rank in self.joining and all(
+            r.ready_at is None for r in self.ranks
+        ):
+            raise _JoinFailed(error)
+        raise error
 
     def _report(self) -> GangReport:
         workers = []
@@ -346,7 +388,7 @@ class _Gang:
                     rank=r.rank,
                     pid=r.pid,
                     device=self.placement.devices[r.rank],
-                    startup_s=r.ready_at - self.launched,
+                    startup_s=r.ready_at - self.origin,
                     wall_s=r.stats["wall_s"],
                     peak_rss_bytes=r.stats["peak_rss_bytes"],
                     peak_device_bytes=r.stats["peak_device_bytes"],
@@ -361,7 +403,8 @@ class _Gang:
             device=self.placement.device,
             backend=self.placement.backend,
             startup_s=ready,
-            wall_s=time.monotonic() - self.launched,
+            wall_s=time.monotonic() - self.origin,
+            startup_attempts=self.attempt,
         )
 
 

@@ -76,6 +76,9 @@ class GangReport:
         backend: The ``torch.distributed`` backend used.
         startup_s: Seconds from launch until every rank joined the process group.
         wall_s: Seconds from launch until every rank returned.
+        startup_attempts: How many times the gang was started: more than one
+            when joining the process group failed before any rank ran (a
+            retried rendezvous, see ``GangSpec.startup_retries``).
     """
 
     name: str
@@ -85,6 +88,7 @@ class GangReport:
     backend: str
     startup_s: float
     wall_s: float
+    startup_attempts: int = 1
 
     @property
     def world_size(self) -> int:
@@ -110,4 +114,5 @@ class GangReport:
             "backend": self.backend,
             "startup_s": round(self.startup_s, 6),
             "wall_s": round(self.wall_s, 6),
+            "startup_attempts": self.startup_attempts,
         }

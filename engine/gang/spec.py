@@ -63,6 +63,10 @@ class GangSpec:
             raises.
         startup_timeout_s: How long workers may take to start and join the
             process group (a cold fork server imports torch first: seconds).
+        startup_retries: How many times to start the gang again when joining
+            the process group fails before any rank ran ``fn`` (gloo's
+            full-mesh connect fails now and then on an overloaded machine).
+            A failure after any rank started ``fn`` is never retried.
         heartbeat_timeout_s: When set, a rank that has not called
             ``ctx.heartbeat()`` for this long is reported as stalled and the gang
             fails. Only set it when the worker function heartbeats (e.g. once per
@@ -89,6 +93,7 @@ class GangSpec:
     timeout_s: float | None = None
     collective_timeout_s: float = 600.0
     startup_timeout_s: float = 120.0
+    startup_retries: int = 2
     heartbeat_timeout_s: float | None = None
     threads_per_worker: int | None = None
     seed: int = 0
@@ -192,6 +197,8 @@ def _problems(spec: GangSpec) -> list[tuple[str, str, str, str]]:
         value = getattr(spec, name)
         if value is not None and not (value > 0 and math.isfinite(value)):
             found.append((name, "a positive number of seconds", repr(value), ""))
+    if not isinstance(spec.startup_retries, int) or spec.startup_retries < 0:
+        found.append(("startup_retries", ">= 0", repr(spec.startup_retries), ""))
     threads = spec.threads_per_worker
     if threads is not None and threads < 1:
         found.append(("threads_per_worker", "None or >= 1", repr(threads), ""))

@@ -6,11 +6,13 @@ The launcher starts this module's :func:`main` in each worker process. It:
    daemon thread that waits on multiprocessing's parent sentinel and ends the
    process the moment the parent dies, so a killed parent never leaves workers
    behind;
-2. applies ``env`` and the torch thread count, selects its CUDA device, and joins
-   the process group through the parent's ``TCPStore``;
+2. applies ``env`` and the torch thread count, selects its CUDA device, joins
+   the process group through the parent's ``TCPStore`` and passes one barrier, so
+   every link of the mesh has carried data before any rank runs user code;
 3. says ``ready``, seeds itself with its rank seed, and runs ``fn(ctx, ...)``;
 4. sends ``done`` with the pickled result and its metrics, or ``error`` with the
-   exception's type, message and formatted traceback.
+   exception's type, message, formatted traceback and phase (``join`` before
+   ``ready``, ``run`` after: the parent retries a gang whose join failed).
 
 Messages to the parent are plain pickles over a one-way pipe (not the engine's
 wire: this stays inside one gang), written only under a lock, so heartbeats from
@@ -73,9 +75,11 @@ def main(
     sender = _Sender(channel)
     ctx: GangContext | None = None
     code = 0
+    phase = "join"
     try:
         ctx = _join(setup, sender)
         sender.send("ready", {"pid": os.getpid(), "device": str(ctx.device)})
+        phase = "run"
         seed_everything(ctx.seed)
         start = time.perf_counter()
         result = fn(ctx, *args, **kwargs)
@@ -95,6 +99,7 @@ def main(
             "".join(traceback.format_exception(exc)),
             metrics,
             progress,
+            phase,
         )
     finally:
         _leave()
@@ -122,7 +127,7 @@ def _join(setup: WorkerSetup, sender: _Sender) -> GangContext:
         timeout=timedelta(seconds=setup.collective_timeout_s),
         device_id=device if device.type == "cuda" else None,
     )
-    return GangContext(
+    context = GangContext(
         rank=setup.rank,
         world_size=setup.world_size,
         device=device,
@@ -131,6 +136,8 @@ def _join(setup: WorkerSetup, sender: _Sender) -> GangContext:
         name=setup.name,
         send_beat=sender.beat,
     )
+    context.barrier()
+    return context
 
 
 def open_store(host: str, port: int, timeout_s: float, *, master: bool) -> Any:

@@ -61,6 +61,7 @@ def test_report_carries_metrics_and_times() -> None:
     assert first.metrics.series == {"epoch_loss": [1.0, 0.5, 1.0 / 3]}
     assert report.total("rows") == 90.0
     assert 0 < report.startup_s <= report.wall_s
+    assert report.startup_attempts == 1
     assert all(
         w.peak_rss_bytes > 0 and w.peak_device_bytes is None for w in report.workers
     )

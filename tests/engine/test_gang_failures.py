@@ -112,3 +112,12 @@ def test_keyboard_interrupt_stops_every_worker(no_leftovers: None) -> None:
             run_gang(gw.sleep_on, GangSpec(workers=2, timeout_s=60), rank=1, seconds=60)
     finally:
         timer.cancel()
+
+
+def test_failed_join_is_retried_then_reported(no_leftovers: None) -> None:
+    bad_interface = {"GLOO_SOCKET_IFNAME": "no-such-interface0"}
+    spec = GangSpec(workers=2, startup_retries=1, env=bad_interface)
+    with pytest.raises(GangError, match=r"start-up attempt 2") as info:
+        run_gang(gw.describe, spec)
+    assert "no-such-interface0" in str(info.value)
+    assert info.value.failures[0].kind is FailureKind.RAISED
