@@ -1,0 +1,223 @@
+"""Oracle and baselines: what incremental inference is checked and measured against.
+
+* :func:`full_recompute`: Strata's batch layers over the whole current graph with
+  the streaming liveness rule (d3gnn.md §3.1: edges from sources without an input
+  are masked). The oracle of every exactness test, and baseline (b), "full-graph
+  recompute per batch".
+* :class:`AffectedRecompute`: baseline (a), the DGL-style recompute D3-GNN
+  compares against (§2, §4 A2): per window, find the vertices whose final
+  embedding may change, build their *full* L-hop in-neighbour blocks, and run the
+  batch model on those blocks, on the same kernels.
+
+Examples:
+    >>> import numpy as np, torch
+    >>> from storage import CSRGraph
+    >>> from operators.layers import GraphSAGE
+    >>> _ = torch.manual_seed(0)
+    >>> g = CSRGraph.from_edges(np.array([0, 1, 2]), np.array([1, 2, 0]))
+    >>> x = np.ones((3, 4), dtype=np.float32)
+    >>> live = np.array([True, True, False])  # edge 2 -> 0 is masked
+    >>> full_recompute(GraphSAGE(4, 8, 2), g, x, live).shape
+    (3, 2)
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from operators.samplers.block import Block
+from storage import CSRGraph, DynamicGraph
+
+Int64Array = np.ndarray
+
+
+def _as_csr(graph: CSRGraph | DynamicGraph) -> CSRGraph:
+    return graph.snapshot() if isinstance(graph, DynamicGraph) else graph
+
+
+def live_graph(graph: CSRGraph | DynamicGraph, live: np.ndarray | None) -> CSRGraph:
+    """The graph without edges whose source is not live (the oracle's rule)."""
+    csr = _as_csr(graph)
+    if live is None or bool(np.all(live[: csr.num_nodes])):
+        return csr
+    src, dst = csr.to_coo()
+    keep = live[src]
+    return CSRGraph.from_edges(src[keep], dst[keep], num_nodes=csr.num_nodes)
+
+
+def _float64(model: nn.Module) -> nn.Module:
+    out = copy.deepcopy(model).double()
+    out.eval()
+    return out
+
+
+def full_recompute(
+    model: nn.Module,
+    graph: CSRGraph | DynamicGraph,
+    x: np.ndarray,
+    live: np.ndarray | None = None,
+    *,
+    dtype: torch.dtype = torch.float64,
+) -> np.ndarray:
+    """Embeddings of every node from a full forward pass over the current graph.
+
+    Args:
+        model: The trained batch model (not modified; a copy runs in ``dtype``).
+        graph: The current graph.
+        x: Node features, ``[num_nodes, in_dim]`` (rows of nodes that are not
+            live are ignored).
+        live: Which nodes have features (default: all).
+        dtype: Precision of the forward pass.
+
+    Returns:
+        ``[num_nodes, out_dim]`` embeddings; rows of nodes that are not live are
+        meaningless.
+    """
+    csr = live_graph(graph, live)
+    runner = _float64(model) if dtype == torch.float64 else copy.deepcopy(model).eval()
+    features = torch.as_tensor(np.asarray(x)[: csr.num_nodes]).to(dtype)
+    with torch.no_grad():
+        return runner(csr, features).numpy()
+
+
+class AffectedRecompute:
+    """Baseline (a): recompute the affected vertices from full L-hop blocks.
+
+    Keeps an embedding table; :meth:`update` takes the nodes an applied window
+    touched and rewrites the rows that may have changed:
+
+    * *targets*: the (L-1)-hop out-reach of the window's edge destinations, the
+      L-hop out-reach of nodes with new features (and, for GCN, one more hop: a
+      degree change alters the sender's messages);
+    * blocks: for every layer, top down, the full in-neighbourhood of the layer's
+      destinations (DGL's ``MultiLayerFullNeighborSampler``), then one batched
+      forward of the batch model over those blocks.
+
+    Args:
+        model: The trained batch model (SAGE; GCN through exact global-degree
+            coefficients, since the block GCN normalises by block degrees).
+        graph: The dynamic graph the stream is applied to (read, never written).
+        features: ``[num_nodes, in_dim]`` node features, updated by the caller.
+        live: Which nodes have features (updated by the caller).
+    """
+
+    def __init__(
+        self,
+        model: nn.Module,
+        graph: DynamicGraph,
+        features: np.ndarray,
+        live: np.ndarray,
+    ) -> None:
+        self.model = _float64(model)
+        self.graph = graph
+        self.features = features
+        self.live = live
+        self.num_layers = len(self.model.convs)  # type: ignore[arg-type]
+        self.gcn = type(self.model.convs[0]).__name__ == "GCNConv"  # type: ignore[index]
+        self.table = full_recompute(model, graph, features, live)
+        self.recomputed = 0
+
+    def targets(self, edge_dst: Int64Array, feature_nodes: Int64Array) -> Int64Array:
+        """Vertices whose final embedding may change after this window."""
+        hops = self.num_layers - 1 + (1 if self.gcn else 0)
+        frontier = np.unique(edge_dst)
+        reach = [frontier]
+        for _ in range(hops):
+            frontier = self._out(frontier)
+            reach.append(frontier)
+        frontier = np.unique(feature_nodes)
+        reach.append(frontier)
+        for _ in range(self.num_layers + (1 if self.gcn else 0)):
+            frontier = self._out(frontier)
+            reach.append(frontier)
+        return np.unique(np.concatenate(reach))
+
+    def update(self, edge_dst: Int64Array, feature_nodes: Int64Array) -> int:
+        """Recompute the rows the window may have changed; return how many."""
+        nodes = self.targets(edge_dst, feature_nodes)
+        if nodes.size:
+            self.table[nodes] = self._forward(nodes)
+        self.recomputed += int(nodes.size)
+        return int(nodes.size)
+
+    def _out(self, nodes: Int64Array) -> Int64Array:
+        if nodes.size == 0:
+            return nodes
+        return np.unique(self.graph.out_adjacency(nodes)[1])
+
+    def _blocks(self, seeds: Int64Array) -> list[Block]:
+        """Full in-neighbour blocks, last layer first, live sources only."""
+        blocks = []
+        dst = seeds
+        for _ in range(self.num_layers):
+            indptr, src = self.graph.in_adjacency(dst)
+            rows = np.repeat(np.arange(dst.shape[0]), np.diff(indptr))
+            keep = self.live[src]
+            counts = np.bincount(rows[keep], minlength=dst.shape[0])
+            src = src[keep]
+            extra = np.setdiff1d(src, dst)
+            ids = np.concatenate([dst, extra])
+            order = np.argsort(ids, kind="stable")
+            local = order[np.searchsorted(ids[order], src)]
+            new_indptr = np.zeros(dst.shape[0] + 1, dtype=np.int64)
+            np.cumsum(counts, out=new_indptr[1:])
+            blocks.append(Block(new_indptr, local.astype(np.int64), ids, dst.shape[0]))
+            dst = ids
+        return blocks[::-1]
+
+    def _forward(self, seeds: Int64Array) -> np.ndarray:
+        blocks = self._blocks(seeds)
+        x = torch.from_numpy(
+            np.asarray(self.features[blocks[0].src_global_ids], np.float64)
+        )
+        with torch.no_grad():
+            if not self.gcn:
+                return self.model(blocks, x).numpy()
+            for i, (conv, block) in enumerate(
+                zip(self.model.convs, blocks, strict=True)
+            ):  # type: ignore[arg-type]
+                x = _gcn_block(conv, block, x, self.graph, self.live)
+                if i < self.num_layers - 1:
+                    x = self.model.act(x)  # type: ignore[operator]
+        return x.numpy()
+
+
+def _gcn_block(
+    conv: Any, block: Block, x: torch.Tensor, graph: DynamicGraph, live: np.ndarray
+) -> torch.Tensor:
+    """GCN over a block with the *global* degrees of the full graph (exact)."""
+    num_dst = block.num_dst
+    dst_local = np.repeat(np.arange(num_dst), np.diff(block.indptr))
+    src_local = block.indices
+    src_global = block.src_global_ids[src_local]
+    loops = src_global == block.src_global_ids[dst_local]
+    dst_local, src_local = dst_local[~loops], src_local[~loops]
+    degree = _live_in_degree(graph, block.src_global_ids, live) + conv_loop(conv)
+    inv = torch.from_numpy(degree**-0.5)
+    h = x @ conv.lin.weight.T
+    coeff = inv[src_local] * inv[dst_local]
+    out = torch.zeros(num_dst, h.shape[1], dtype=h.dtype)
+    out.index_add_(0, torch.from_numpy(dst_local), h[src_local] * coeff[:, None])
+    out += (conv_loop(conv) * inv[:num_dst] ** 2)[:, None] * h[:num_dst]
+    if conv.bias is not None:
+        out += conv.bias
+    return out
+
+
+def conv_loop(conv: Any) -> float:
+    """GCN self-loop weight of a ``GCNConv``."""
+    return 2.0 if conv.improved else 1.0
+
+
+def _live_in_degree(
+    graph: DynamicGraph, nodes: Int64Array, live: np.ndarray
+) -> np.ndarray:
+    indptr, src = graph.in_adjacency(nodes)
+    rows = np.repeat(np.arange(nodes.shape[0]), np.diff(indptr))
+    keep = live[src] & (src != nodes[rows])
+    return np.bincount(rows[keep], minlength=nodes.shape[0]).astype(np.float64)

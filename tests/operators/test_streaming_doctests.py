@@ -1,0 +1,26 @@
+"""The examples in the streaming package's docstrings run as doctests."""
+
+import doctest
+import importlib
+import pkgutil
+
+import pytest
+
+import operators.streaming
+
+MODULES = [
+    "operators.streaming",
+    *sorted(
+        info.name
+        for info in pkgutil.walk_packages(
+            operators.streaming.__path__, prefix="operators.streaming."
+        )
+    ),
+]
+
+
+@pytest.mark.parametrize("name", MODULES)
+def test_doctests(name: str) -> None:
+    module = importlib.import_module(name)
+    result = doctest.testmod(module, optionflags=doctest.ELLIPSIS)
+    assert result.failed == 0
