@@ -231,7 +231,10 @@ def _run_batch(
             streams[message.input][message.shard].append(message.item)
         elif isinstance(message, Barrier):
             # The function runs once, at the end; what it has gathered is its state.
-            _checkpoint(task, emitter, checkpoints, message.checkpoint, streams)
+            started = time.perf_counter()
+            _checkpoint(
+                task, emitter, checkpoints, message.checkpoint, streams, started
+            )
     args = []
     for link, shards in zip(task.inputs, streams, strict=True):
         if link.streaming:
@@ -274,11 +277,12 @@ def _run_streaming(
         _call(task, "restore", partial(stateful.restore, state), metrics)
 
     def checkpoint(n: int) -> None:
+        started = time.perf_counter()
         if stateful is None:
-            _checkpoint(task, emitter, checkpoints, n, None, stateful=False)
+            _checkpoint(task, emitter, checkpoints, n, None, started, stateful=False)
             return
         state = _call(task, "snapshot", stateful.snapshot, metrics)
-        _checkpoint(task, emitter, checkpoints, n, state)
+        _checkpoint(task, emitter, checkpoints, n, state, started)
 
     def notify(n: int) -> None:
         listener = getattr(op, "on_checkpoint_complete", None)
@@ -319,6 +323,7 @@ def _checkpoint(
     checkpoints: TaskCheckpoints | None,
     n: int,
     state: Any,
+    started: float,
     *,
     stateful: bool = True,
 ) -> None:
@@ -331,18 +336,22 @@ def _checkpoint(
         try:
             frames = checkpoints.encode(state)
         except StateEncodeError as exc:
+            batch = task.step.kind is StepKind.BATCH
             raise _engine_error(
                 task,
-                "snapshot",
+                "gathered input" if batch else "snapshot",
                 _WIRE_TYPES,
                 str(exc),
-                "checkpoints never pickle: return numpy arrays, tensors, Arrow data "
-                "or JSON values from snapshot() (dicts need string keys).",
+                "a batch step stores the items it gathered in each checkpoint; "
+                "send it wire-encodable items."
+                if batch
+                else "checkpoints never pickle: return numpy arrays, tensors, "
+                "Arrow data or JSON values from snapshot() (dicts need string keys).",
             ) from exc
     # Forward first: downstream tasks align while this one writes.
     emitter.barrier(n)
     try:
-        checkpoints.persist(n, frames)
+        checkpoints.persist(n, frames, started)
     except OSError as exc:
         raise StepError.wrap(
             exc,

@@ -74,10 +74,10 @@ def prepare(
             pipeline (missing steps, changed shard counts, state changes).
     """
     problems = list(_source_problems(tasks))
-    store.discard_incomplete()
     ids = store.ids()
+    first_id = (ids[-1] + 1) if ids else 1  # ids never repeat in a directory
+    store.discard_incomplete()
     complete = store.complete_ids()
-    first_id = (ids[-1] + 1) if ids else 1
     if complete and not resume:
         problems.append(
             format_error(

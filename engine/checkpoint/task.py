@@ -10,7 +10,7 @@ How a task talks to the coordinator differs per executor (a lock in one process,
 control socket between processes); :class:`CoordinatorLink` is that seam.
 
 Examples:
-    >>> import tempfile
+    >>> import tempfile, time
     >>> from collections import deque
     >>> from engine.checkpoint.store import CheckpointStore
     >>> class Link:  # what an executor provides
@@ -27,7 +27,7 @@ Examples:
     ...                        link, run="r0", every_items=2)
     >>> ckpt.due(emitted=True), ckpt.due(emitted=True)
     (None, 1)
-    >>> ckpt.persist(1, ckpt.encode({"position": 2}))
+    >>> ckpt.persist(1, ckpt.encode({"position": 2}), started=time.perf_counter())
     >>> link.reports
     [(1, 'state')]
 """
@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import time
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 from engine.checkpoint.store import STATELESS, CheckpointStore, TaskEntry
@@ -200,12 +200,19 @@ class TaskCheckpoints:
         except WireError as exc:
             raise StateEncodeError(str(exc)) from exc
 
-    def persist(self, checkpoint: int, frames: list[Buffer] | None) -> None:
-        """Write the encoded state (``None``: nothing to store) and report it."""
+    def persist(
+        self, checkpoint: int, frames: list[Buffer] | None, started: float
+    ) -> None:
+        """Write the encoded state (``None``: nothing to store) and report it.
+
+        ``started`` is when the snapshot began (``time.perf_counter()``), so the
+        entry's ``seconds`` covers taking, encoding and writing it.
+        """
         if frames is None:
             entry = TaskEntry(self.step, self.shard, self.shards, STATELESS)
         else:
             entry = self.store.write_state(
                 checkpoint, self.step, self.shard, self.shards, self.run, frames
             )
+        entry = replace(entry, seconds=time.perf_counter() - started)
         self.link.report(checkpoint, entry)

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from engine import Operator, Pipeline, StepContext, Tagged
+from engine import IDLE, Operator, Pipeline, StepContext, Tagged
 from engine.testing import ListSink, ListSource
 
 KEYS = 7
@@ -97,14 +97,16 @@ class CrashOnce(Operator[int, int]):
 class KillInSnapshot(Operator[int, int]):
     """SIGKILLs its process while taking checkpoint ``at`` (once): mid-checkpoint."""
 
-    def __init__(self, at: int, marker: str) -> None:
+    def __init__(self, at: int, marker: str, delay_s: float = 0.002) -> None:
         self.at = at
         self.marker = marker
+        self.delay_s = delay_s  # slow enough for several checkpoints to happen
 
     def open(self, ctx: StepContext) -> None:
         self.snapshots = 0
 
     def process(self, item: int) -> Iterable[int]:
+        time.sleep(self.delay_s)
         yield item
 
     def snapshot(self) -> int:
@@ -206,3 +208,31 @@ def expected_rows(items: int) -> list[list[int]]:
         counts[item % KEYS] += 1
         rows.append([item % KEYS, counts[item % KEYS], item])
     return sorted(rows)
+
+
+class IdleSource(Operator[None, int]):
+    """Emits one item, then waits (yielding IDLE) ``idle_s``, three times over."""
+
+    def __init__(self, idle_s: float) -> None:
+        self.idle_s = idle_s
+        self.position = 0
+
+    def finish(self) -> Iterator[Any]:
+        while self.position < 3:
+            self.position += 1
+            yield self.position - 1
+            until = time.monotonic() + self.idle_s
+            while time.monotonic() < until:
+                time.sleep(0.002)
+                yield IDLE
+
+    def snapshot(self) -> int:
+        return self.position
+
+    def restore(self, state: int) -> None:
+        self.position = state
+
+
+def build(items: int = 100, shards: int = 2) -> Pipeline:
+    """A job for ``strata run`` (the CLI tests)."""
+    return counting_pipeline(items, shards=shards)

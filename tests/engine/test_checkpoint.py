@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import json
+import threading
 from pathlib import Path
 
 import pytest
 from checkpoint_steps import (
     Collect,
     CrashOnce,
+    IdleSource,
     Join,
     Notices,
+    Pace,
     Plain,
     Unencodable,
     counting_pipeline,
@@ -17,15 +21,21 @@ from checkpoint_steps import (
 )
 
 from engine import (
+    Barrier,
+    ChannelBounds,
     CheckpointConfig,
     CheckpointError,
+    EndOfStream,
     Map,
     Pipeline,
     RunConfig,
     StepError,
     execute,
 )
+from engine.channels import Channel, Delivery
 from engine.checkpoint import CheckpointStore
+from engine.cli import main
+from engine.runtime import Inbox
 from engine.testing import ListSink, ListSource
 
 ITEMS = 300
@@ -226,3 +236,130 @@ def test_two_sources_align_into_a_join(executor: str, tmp_path: Path) -> None:
         p, executor, config=_config(ckpt, resume=True, every=5), collect=("out",)
     )
     assert sorted(resumed.collected["out"]) == expected
+
+
+def test_inbox_holds_a_link_until_every_link_delivered_the_barrier() -> None:
+    a, b = (0, 0), (0, 1)
+    arrivals = [
+        Delivery(*a, "a1", 1),
+        Barrier(*a, 1),
+        Delivery(*a, "a2", 1),  # after the barrier: held
+        Barrier(*a, 2),  # the next barrier, held too
+        Delivery(*a, "a3", 1),
+        Delivery(*b, "b1", 1),
+        Barrier(*b, 1),
+        Delivery(*b, "b2", 1),
+        Barrier(*b, 2),
+        EndOfStream(*b),
+        EndOfStream(*a),
+    ]
+    held: list[object] = []
+    taken: list[tuple[object, bool]] = []
+    queue = iter(arrivals)
+    inbox = Inbox(
+        lambda: next(queue),
+        2,
+        hold=held.append,
+        take=lambda message, was_held: taken.append((message, was_held)),
+    )
+    seen = []
+    while (message := inbox.next()) is not None:
+        seen.append(message.item if isinstance(message, Delivery) else message)
+    assert seen == [
+        "a1",
+        "b1",
+        Barrier(-1, -1, 1),
+        "a2",  # held items come back in order, before newer arrivals
+        "b2",
+        Barrier(-1, -1, 2),
+        "a3",
+    ]
+    assert [m.item for m in held if isinstance(m, Delivery)] == ["a2", "a3"]
+    assert len(taken) == len(arrivals)  # each link message taken exactly once
+
+
+def test_inbox_counts_an_ended_link_as_aligned() -> None:
+    arrivals = iter(
+        [
+            Barrier(0, 0, 1),
+            Delivery(0, 0, "late", 1),  # held until link (1, 0) ends
+            EndOfStream(1, 0),
+            EndOfStream(0, 0),
+        ]
+    )
+    inbox = Inbox(lambda: next(arrivals), 2)
+    assert inbox.next() == Barrier(-1, -1, 1)
+    message = inbox.next()
+    assert isinstance(message, Delivery)
+    assert message.item == "late"
+    assert inbox.next() is None
+
+
+def test_held_link_producer_waits_for_its_share_only() -> None:
+    channel = Channel(ChannelBounds(max_items=4, max_bytes=1 << 20), links=2)
+    held = Delivery(0, 0, "x", 1)
+    for _ in range(2):  # the consumer moved two items of link (0, 0) aside
+        channel.put(held, 1)
+        channel.hold(channel.get())  # type: ignore[arg-type]
+    blocked = threading.Thread(target=channel.put, args=(Delivery(0, 0, "y", 1), 1))
+    blocked.start()
+    blocked.join(0.2)
+    assert blocked.is_alive()  # its share (2 of 4 items) is used up
+    assert channel.put(Delivery(0, 1, "z", 1), 1) == 0.0  # the other link flows
+    channel.release(held)
+    blocked.join(2)
+    assert not blocked.is_alive()
+
+
+@pytest.mark.usefixtures("no_leftovers")
+def test_skewed_join_under_tight_bounds_does_not_deadlock(
+    executor: str, tmp_path: Path
+) -> None:
+    p = Pipeline("skewed")
+    p.step("left", ListSource(range(300)))
+    p.step("right", ListSource(range(20)))
+    p.step("join", Join(), "left", "right")
+    p.step("keyed", Map(int), "join", shards=2, key=int)
+    p.step("slow", Pace(0.0005), "keyed", shards=2, key=int)
+    p.step("out", ListSink(), "slow")
+    config = RunConfig(
+        channel=ChannelBounds(max_items=2, max_bytes=1 << 20),
+        checkpoint=CheckpointConfig(tmp_path, every_items=3),
+    )
+    result = execute(p, executor, config=config, collect=("out",))
+    assert sorted(result.collected["out"]) == sorted(
+        [*range(300), *range(10_000, 10_020)]
+    )
+    assert result.report.checkpoint is not None
+    assert result.report.checkpoint.completed >= 2
+
+
+def test_idle_source_still_checkpoints_on_an_interval(
+    executor: str, tmp_path: Path
+) -> None:
+    p = Pipeline("idle")
+    p.step("events", IdleSource(idle_s=0.4))
+    p.step("out", ListSink(), "events")
+    config = RunConfig(checkpoint=CheckpointConfig(tmp_path, interval_s=0.05))
+    result = execute(p, executor, config=config, collect=("out",))
+    assert result.collected["out"] == [0, 1, 2]
+    assert result.report.checkpoint is not None
+    assert result.report.checkpoint.completed >= 5  # 3 items, ~1.2 s of waiting
+
+
+def test_cli_checkpoints_and_resumes(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    ckpt, report = tmp_path / "ckpt", tmp_path / "report.json"
+    args = ["run", "checkpoint_steps", "--quiet", "--checkpoint-dir", str(ckpt)]
+    assert main([*args, "--checkpoint-every", "10", "--report", str(report)]) == 0
+    first = json.loads(report.read_text())
+    assert first["checkpoint"]["completed"] >= 1
+    assert first["checkpoint"]["resumed_from"] is None
+    assert main(args) == 2  # a fresh run refuses the directory
+    assert "--resume" in capsys.readouterr().err
+    assert main([*args, "--resume", "--report", str(report)]) == 0
+    second = json.loads(report.read_text())
+    assert second["checkpoint"]["resumed_from"] == first["checkpoint"]["last"]
+    assert second["outputs"] == first["outputs"]
+    assert main(["run", "checkpoint_steps", "--resume"]) == 2
