@@ -15,8 +15,9 @@ the lowest validation loss (``patience=0`` trains all epochs)::
 
 ``model`` picks a preset of the other settings (:data:`PRESETS`): ``gat`` follows
 Velickovic et al. (8 heads of 8 units, ELU, dropout 0.6 on features and attention,
-learning rate 0.005, weight decay 5e-4 on every parameter, patience 100); ``sage``
-and ``gin`` use GCN's sizes. Any preset value can be overridden with ``--set``
+learning rate 0.005, weight decay 5e-4 on every parameter, and their protocol of
+early stopping with patience 100, here within at most 1000 epochs); ``sage`` and
+``gin`` use GCN's sizes. Any preset value can be overridden with ``--set``
 (``hidden``, ``lr``, ...); ``none`` keeps the preset.
 
 ``threads`` defaults to 1: Cora's operations are too small for torch's intra-op
@@ -54,6 +55,7 @@ PRESETS: dict[str, dict[str, Any]] = {
         "lr": 0.01,
         "weight_decay": 5e-4,
         "decay_scope": "first",
+        "epochs": 200,
         "patience": 10,
     },
     "gat": {
@@ -65,6 +67,7 @@ PRESETS: dict[str, dict[str, Any]] = {
         "lr": 0.005,
         "weight_decay": 5e-4,
         "decay_scope": "all",
+        "epochs": 1000,
         "patience": 100,
     },
     "sage": {
@@ -76,6 +79,7 @@ PRESETS: dict[str, dict[str, Any]] = {
         "lr": 0.01,
         "weight_decay": 5e-4,
         "decay_scope": "all",
+        "epochs": 200,
         "patience": 10,
     },
     "gin": {
@@ -87,6 +91,7 @@ PRESETS: dict[str, dict[str, Any]] = {
         "lr": 0.01,
         "weight_decay": 5e-4,
         "decay_scope": "all",
+        "epochs": 200,
         "patience": 10,
     },
 }
@@ -142,7 +147,7 @@ def build(
     dataset: str = "cora",
     data_dir: str | None = None,
     model: str = "gcn",
-    epochs: int = 200,
+    epochs: int | None = None,
     seed: int = 0,
     hidden: int | None = None,
     layers: int = 2,

@@ -70,6 +70,7 @@ def test_model_presets_and_overrides() -> None:
     assert (gat.model.dropout, gat.model.attention_dropout) == (0.6, 0.6)
     assert gat.lr == 0.01  # overridden; None keeps the preset
     assert gat.decay_scope is DecayScope.ALL
+    assert (gat.epochs, gat.patience, gcn.epochs, gcn.patience) == (1000, 100, 200, 10)
 
 
 def test_other_models_run() -> None:
