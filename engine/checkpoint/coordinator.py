@@ -7,8 +7,9 @@ and which sources must inject barrier ``n`` (every source still running), collec
 each task's :class:`~engine.checkpoint.store.TaskEntry`, and completes ``n`` when
 every task has either persisted ``n`` or finished without meeting its barrier (its
 consumers waited for its end-of-stream before snapshotting, so they hold all it
-sent). Completing writes the manifest and prunes old checkpoints; the executor then
-tells the listening tasks.
+sent). Completing (:meth:`~CheckpointCoordinator.ready`, ``commit``, ``completed``;
+the middle step does all the I/O and needs no lock) fsyncs every state file, writes
+the manifest and prunes old checkpoints; the executor then tells the listeners.
 
 The items the driver collects are part of each checkpoint: when a task reports
 ``n``, everything it collected before barrier ``n`` has reached the driver (on the
@@ -33,9 +34,11 @@ Examples:
     ...                           every_items=10, interval_s=None, keep=2)
     >>> c.request(0).triggers
     [(0, 1)]
-    >>> c.report(0, 1, TaskEntry("numbers", 0, 1, STATELESS)).completed
+    >>> c.report(0, 1, TaskEntry("numbers", 0, 1, STATELESS))
+    >>> c.complete().completed  # the sink has not reported yet
     []
-    >>> c.finished(1).completed, store.complete_ids()
+    >>> c.finished(1)
+    >>> c.complete().completed, store.complete_ids()
     ([1], [1])
 """
 
@@ -76,11 +79,22 @@ class Actions:
     completed: list[int] = field(default_factory=list)
 
 
+@dataclass(frozen=True, slots=True)
+class Ready:
+    """A checkpoint every task is done with, to commit (see ``ready()``)."""
+
+    checkpoint: int
+    entries: tuple[TaskEntry, ...]
+    rows: list[list[Any]] | None  # the driver's items: [step, port, shard, items]
+    started: float
+
+
 @dataclass(slots=True)
 class _InFlight:
     started: float
     entries: dict[int, TaskEntry] = field(default_factory=dict)
     counts: dict[tuple[str, str, int], int] = field(default_factory=dict)
+    committing: bool = False
 
 
 class CheckpointCoordinator:
@@ -157,20 +171,94 @@ class CheckpointCoordinator:
             self._wanted = True
         return self._maybe_start()
 
-    def report(self, task: int, checkpoint: int, entry: TaskEntry) -> Actions:
-        """Task ``task`` persisted its part of ``checkpoint``."""
+    def report(self, task: int, checkpoint: int, entry: TaskEntry) -> None:
+        """Task ``task`` stored its part of ``checkpoint``."""
         flight = self._in_flight.get(checkpoint)
         if flight is not None:
             flight.entries[task] = entry
             flight.counts.update(self._counts(task))
-        return self._complete()
 
-    def finished(self, task: int) -> Actions:
+    def finished(self, task: int) -> None:
         """Task ``task`` ended (closed every outlet)."""
         self._finished.add(task)
         if not self.live_sources:
             self._wanted = False
-        return self._complete()
+
+    def ready(self) -> Ready | None:
+        """The oldest checkpoint in flight, once every task is done with it.
+
+        Call :meth:`commit` next (its I/O needs no lock), then :meth:`completed`.
+        """
+        if not self._in_flight:
+            return None
+        n = min(self._in_flight)
+        flight = self._in_flight[n]
+        tasks = range(len(self.tasks))
+        if flight.committing or not all(
+            i in flight.entries or i in self._finished for i in tasks
+        ):
+            return None
+        flight.committing = True
+        entries = []
+        counts = dict(flight.counts)
+        for i, task in enumerate(self.tasks):
+            entry = flight.entries.get(i)
+            if entry is None:  # it ended: all it collected has arrived
+                entry = TaskEntry(task.step.id, task.shard, task.shards, FINISHED)
+                counts.update(self._counts(i))
+            entries.append(entry)
+        rows = [
+            [step, port, shard, self.gathered.get((step, port, shard), [])[:count]]
+            for (step, port, shard), count in sorted(counts.items())
+        ]
+        return Ready(n, tuple(entries), rows if counts else None, flight.started)
+
+    def commit(self, ready: Ready) -> Manifest:
+        """Write the driver's items and the manifest durably; prune old ones.
+
+        Raises:
+            CheckpointError: Collected items the wire codec cannot encode.
+            OSError: The store failed.
+        """
+        driver = None
+        if ready.rows is not None:
+            try:
+                frames = pack({"step": DRIVER}, ready.rows)
+            except WireError as exc:
+                raise _gathered_error(ready.rows, exc) from exc
+            driver = self.store.write_state(
+                ready.checkpoint, DRIVER, 0, 1, "driver", frames
+            )
+        duration = self._clock() - ready.started
+        manifest = Manifest(
+            ready.checkpoint,
+            self.pipeline,
+            ready.entries,
+            driver=driver,
+            duration_s=duration,
+        )
+        self.store.commit(manifest)
+        self.store.prune(self.keep)
+        return manifest
+
+    def completed(self, manifest: Manifest) -> Actions:
+        """Checkpoint ``manifest.checkpoint`` is durable: notices, and what's next."""
+        del self._in_flight[manifest.checkpoint]
+        self._last = manifest.checkpoint
+        self._count += 1
+        self._bytes += manifest.nbytes
+        self._seconds += sum(e.seconds for e in manifest.tasks)
+        self._latency += manifest.duration_s
+        return Actions(self._maybe_start().triggers, [manifest.checkpoint])
+
+    def complete(self) -> Actions:
+        """Complete every ready checkpoint (for a driver on a single thread)."""
+        actions = Actions()
+        while (ready := self.ready()) is not None:
+            done = self.completed(self.commit(ready))
+            actions.triggers += done.triggers
+            actions.completed += done.completed
+        return actions
 
     def summary(self) -> CheckpointReport:
         """The run report's ``checkpoint`` section."""
@@ -189,33 +277,6 @@ class CheckpointCoordinator:
         keys = [(t.step.id, port, t.shard) for port in t.collect]
         return {key: len(self.gathered.get(key, ())) for key in keys}
 
-    def _write_gathered(
-        self, n: int, counts: dict[tuple[str, str, int], int]
-    ) -> TaskEntry | None:
-        if not counts:
-            return None
-        rows = [
-            [step, port, shard, self.gathered.get((step, port, shard), [])[:count]]
-            for (step, port, shard), count in sorted(counts.items())
-        ]
-        try:
-            frames = pack({"step": DRIVER}, rows)
-        except WireError as exc:
-            step = next(iter(sorted(counts)))[0]
-            raise CheckpointError(
-                [
-                    format_error(
-                        "collected items",
-                        step,
-                        "items the wire codec encodes, to store with checkpoints",
-                        str(exc),
-                        "collect Arrow data, arrays, tensors or JSON values, or "
-                        "collect nothing from a checkpointed run.",
-                    )
-                ]
-            ) from exc
-        return self.store.write_state(n, DRIVER, 0, 1, "driver", frames)
-
     def _maybe_start(self) -> Actions:
         sources = self.live_sources
         if not self._wanted or self._in_flight or not sources:
@@ -227,38 +288,17 @@ class CheckpointCoordinator:
         self._in_flight[n] = _InFlight(self._last_start)
         return Actions(triggers=[(i, n) for i in sources])
 
-    def _complete(self) -> Actions:
-        actions = Actions()
-        for n in sorted(self._in_flight):
-            flight = self._in_flight[n]
-            done = all(
-                i in flight.entries or i in self._finished
-                for i in range(len(self.tasks))
+
+def _gathered_error(rows: list[list[Any]], exc: WireError) -> CheckpointError:
+    return CheckpointError(
+        [
+            format_error(
+                "collected items",
+                str(rows[0][0]),
+                "items the wire codec encodes, to store with checkpoints",
+                str(exc),
+                "collect Arrow data, arrays, tensors or JSON values, or collect "
+                "nothing from a checkpointed run.",
             )
-            if not done:
-                break
-            entries = []
-            counts = dict(flight.counts)
-            for i, task in enumerate(self.tasks):
-                entry = flight.entries.get(i)
-                if entry is None:  # it ended: all it collected has arrived
-                    entry = TaskEntry(task.step.id, task.shard, task.shards, FINISHED)
-                    counts.update(self._counts(i))
-                entries.append(entry)
-            driver = self._write_gathered(n, counts)
-            duration = self._clock() - flight.started
-            manifest = Manifest(
-                n, self.pipeline, tuple(entries), driver=driver, duration_s=duration
-            )
-            self.store.commit(manifest)
-            self.store.prune(self.keep)
-            del self._in_flight[n]
-            self._last = n
-            self._count += 1
-            self._bytes += manifest.nbytes
-            self._seconds += sum(e.seconds for e in entries)
-            self._latency += duration
-            actions.completed.append(n)
-        if actions.completed:
-            actions.triggers = self._maybe_start().triggers
-        return actions
+        ]
+    )

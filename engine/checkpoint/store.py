@@ -12,12 +12,14 @@ Layout of a checkpoint directory (one per run of a job)::
 
 A state file holds the frames of :func:`engine.wire.pack` (a JSON header plus raw
 numpy, tensor and Arrow buffers; never pickle) behind a magic number, the frame
-lengths and a CRC-32 of everything before it. Every file is written to a temporary
-name, fsynced and renamed into place; the manifest is written the same way after
-the checkpoint's directory was fsynced, and the parent directory is fsynced after
-the rename, so a crash leaves either a complete checkpoint or one without a
-manifest. The manifest lists each task's file by name: files left by a killed
-worker of an earlier run (another run token) are never read.
+lengths and a CRC-32 of everything before it. Tasks write their files to a
+temporary name and rename them into place without waiting for the disk; the driver,
+completing the checkpoint, fsyncs every file the manifest lists and the directory,
+then writes the manifest to a temporary name, fsyncs, renames it into place and
+fsyncs the directories, so a crash leaves either a complete checkpoint or one
+without a manifest, and the tasks never wait for fsync. The manifest lists each
+task's file by name: files left by a killed worker of an earlier run (another run
+token) are never read.
 
 Examples:
     >>> import tempfile
@@ -206,13 +208,11 @@ class CheckpointStore:
         name = f"{step}.{shard}.{run}.state"
         target = folder / name
         temp = folder / f".{name}.tmp"
-        with open(temp, "wb") as out:
+        with open(temp, "wb") as out:  # made durable by commit(), by the driver
             out.write(head)
             for view in views:
                 out.write(view)
             out.write(struct.pack("<I", crc))
-            out.flush()
-            os.fsync(out.fileno())
         os.replace(temp, target)
         size = target.stat().st_size
         return TaskEntry(
@@ -251,7 +251,11 @@ class CheckpointStore:
         """Mark a checkpoint complete: write its manifest atomically and durably."""
         folder = self.path(manifest.checkpoint)
         folder.mkdir(parents=True, exist_ok=True)
-        _fsync_dir(folder)  # the state files' renames first
+        entries = [*manifest.tasks, *([manifest.driver] if manifest.driver else [])]
+        for entry in entries:
+            if entry.file is not None:
+                _fsync(folder / entry.file)
+        _fsync_dir(folder)  # the state files' renames
         temp = folder / f".{MANIFEST}.tmp"
         with open(temp, "w") as out:
             out.write(manifest.to_json())
@@ -285,6 +289,14 @@ class CheckpointStore:
 
 def _raw(frame: Buffer) -> Any:
     return getattr(frame, "buffer", frame)  # zmq.Frame exposes .buffer
+
+
+def _fsync(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)  # fsync flushes the file, whichever fd wrote
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def _fsync_dir(path: Path) -> None:

@@ -61,6 +61,7 @@ from engine.metrics import StepMetrics, merge
 from engine.pipeline import StepKind
 from engine.plan import Plan
 from engine.progress import Progress
+from engine.report import CheckpointReport
 from engine.runtime import Inbox, Outlet, run_task
 from engine.tasks import Task, expand, task_name
 
@@ -106,7 +107,7 @@ class LocalExecutor:
                 resume=config.resume,
                 gathered=run.gathered,
             )
-            run.hub = _Hub(session, run.channels, tasks)
+            run.hub = _Hub(session, run.channels, tasks, run.wake)
         tick = _TICK_S
         if config.checkpoint is not None and config.checkpoint.interval_s is not None:
             tick = min(tick, config.checkpoint.interval_s / 4)
@@ -120,6 +121,7 @@ class LocalExecutor:
             while not run.wait(tick):
                 run.tick()
                 progress.update(run.step_metrics())
+            run.tick()  # the checkpoint the last tasks finished
         finally:
             run.stop(config.stop_timeout_s)
             progress.close()
@@ -179,6 +181,9 @@ class _Run:
                 metrics = self.metrics[(task.step.id, task.shard)]
                 metrics.peak_items = self.channels[task.name].peak_items
                 metrics.peak_bytes = self.channels[task.name].peak_bytes
+
+    def wake(self) -> None:
+        self._wake.set()
 
     def tick(self) -> None:
         if self.hub is not None and self.error is None:
@@ -272,15 +277,25 @@ class _Run:
 
 
 class _Hub:
-    """The coordinator behind a lock, and delivery of what it decides."""
+    """The coordinator behind a lock, and delivery of what it decides.
+
+    Tasks record their parts and requests under the lock; the driver thread
+    completes checkpoints in :meth:`tick`, doing the fsyncs outside the lock so no
+    task waits for the disk.
+    """
 
     def __init__(
-        self, session: CheckpointSession, channels: dict[str, Channel], tasks: Any
+        self,
+        session: CheckpointSession,
+        channels: dict[str, Channel],
+        tasks: tuple[Task, ...],
+        wake: Callable[[], None],
     ) -> None:
         self.session = session
         self.coordinator: CheckpointCoordinator = session.coordinator
-        self.tasks: tuple[Task, ...] = tasks
+        self.tasks = tasks
         self.channels = channels
+        self.wake = wake
         self.links = [_LocalLink(self, i) for i in range(len(tasks))]
         self.listeners = set(session.listeners())
         self.done: set[int] = set()
@@ -296,31 +311,47 @@ class _Hub:
             self.links[index],
         )
 
-    def call(self, decide: Callable[[CheckpointCoordinator], Actions]) -> None:
+    def call(self, decide: Callable[[CheckpointCoordinator], Actions | None]) -> None:
+        """Run a coordinator call for a task; wake the driver to complete."""
         with self.lock:
             actions = decide(self.coordinator)
-            for index, checkpoint in actions.triggers:
-                self.links[index].triggers.append(checkpoint)
-            for checkpoint in actions.completed:
-                for index in sorted(self.listeners - self.done):
-                    channel = self.channels.get(self.tasks[index].name)
-                    if channel is None:
-                        self.links[index].notices.append(checkpoint)
-                        continue
-                    with contextlib.suppress(Cancelled):  # the run is stopping
-                        channel.put_control(CheckpointComplete(checkpoint))
+            if actions is not None:
+                self._deliver(actions)
+        self.wake()
 
     def tick(self) -> None:
-        self.call(lambda c: c.tick())
+        """Start a checkpoint that is due; complete the ready ones (driver)."""
+        with self.lock:
+            self._deliver(self.coordinator.tick())
+        while True:
+            with self.lock:
+                ready = self.coordinator.ready()
+            if ready is None:
+                return
+            manifest = self.coordinator.commit(ready)  # the I/O, outside the lock
+            with self.lock:
+                self._deliver(self.coordinator.completed(manifest))
 
     def finished(self, index: int) -> None:
         with self.lock:
             self.done.add(index)
         self.call(lambda c: c.finished(index))
 
-    def summary(self) -> Any:
+    def summary(self) -> CheckpointReport:
         with self.lock:
             return self.coordinator.summary()
+
+    def _deliver(self, actions: Actions) -> None:
+        for index, checkpoint in actions.triggers:
+            self.links[index].triggers.append(checkpoint)
+        for checkpoint in actions.completed:
+            for index in sorted(self.listeners - self.done):
+                channel = self.channels.get(self.tasks[index].name)
+                if channel is None:
+                    self.links[index].notices.append(checkpoint)
+                    continue
+                with contextlib.suppress(Cancelled):  # the run is stopping
+                    channel.put_control(CheckpointComplete(checkpoint))
 
 
 class _LocalLink:

@@ -335,8 +335,12 @@ class _Run:
     def _coordinate(self, index: int, decide: Any) -> None:
         """Run a coordinator call; deliver its triggers and completion notices."""
         assert self.session is not None
+        coordinator = self.session.coordinator
         try:
-            actions: Actions = decide(self.session.coordinator)
+            actions: Actions = decide(coordinator) or Actions()
+            done = coordinator.complete()  # fsyncs here, in the driver
+            actions.triggers += done.triggers
+            actions.completed += done.completed
         except (CheckpointError, OSError) as exc:
             if self.error is None:
                 self.error = StepError.wrap(

@@ -76,7 +76,7 @@ from checkpoint_steps import Pace, counting_pipeline
 from engine import CheckpointConfig, RunConfig, execute
 
 if __name__ == "__main__":
-    p = counting_pipeline({items}, before=Pace(0.003))
+    p = counting_pipeline({items}, before=Pace(0.0015))
     config = RunConfig(
         checkpoint=CheckpointConfig({ckpt!r}, every_items={every}), resume=True
     )
