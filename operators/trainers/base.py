@@ -3,8 +3,11 @@
 A :class:`Trainer` is an :class:`~engine.Operator` with two output ports:
 
 * ``epochs``: one :class:`~operators.trainers.records.EpochRecord` dict per epoch,
-  emitted as the epoch ends. The engine counts them, so a job's progress line for
-  the step counts epochs (and the ``--quiet`` flag silences it, like every bar);
+  emitted as the epoch ends. The engine counts them as the step's items out, so
+  its progress line for the step shows the epochs done (and ``--quiet`` silences
+  it, like every bar), and the step's report counters add ``epochs``, ``seeds``,
+  ``batches``, ``train_s``, ``eval_s`` and, for sampled training, ``sample_s``,
+  ``gather_s`` and ``stall_s``;
 * ``result``: one :class:`~operators.trainers.records.TrainResult` dict at the end.
 
 Its input is the training data (see :func:`~operators.trainers.data.as_training_data`;
