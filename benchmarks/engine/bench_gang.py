@@ -39,10 +39,11 @@ def startup(world: int, method: str) -> dict[str, float]:
     return {"startup_s": report.startup_s, "total_s": time.perf_counter() - start}
 
 
-def scaling(world: int) -> float:
+def scaling(world: int, threads: int | None = None) -> float:
     """Seconds per epoch of the MLP workload on ``world`` workers (slowest rank)."""
     x, y = gang_work.data()
-    results = run_gang(gang_work.train_mlp, GangSpec(workers=world), x, y, EPOCHS)
+    spec = GangSpec(workers=world, threads_per_worker=threads)
+    results = run_gang(gang_work.train_mlp, spec, x, y, EPOCHS)
     return max(r["epoch_s"] for r in results)
 
 
@@ -97,9 +98,14 @@ def main() -> None:
     print(
         f"MLP epoch in this process ({torch.get_num_threads()} threads): {here:.4f} s"
     )
-    for world in (1, 2):
-        epoch = statistics.median(scaling(world) for _ in range(3))
-        print(f"MLP epoch on {world} worker(s): {epoch:.4f} s ({here / epoch:.2f}x)")
+    for world, threads in ((1, None), (1, 1), (2, None)):
+        epoch = statistics.median(scaling(world, threads) for _ in range(3))
+        spec = GangSpec(workers=world, threads_per_worker=threads)
+        each = spec.placement().threads
+        print(
+            f"MLP epoch on {world} worker(s) x {each} thread(s): {epoch:.4f} s "
+            f"({here / epoch:.2f}x the in-process epoch)"
+        )
 
 
 if __name__ == "__main__":

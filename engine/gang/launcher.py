@@ -292,6 +292,7 @@ class _Gang:
             r.ready_at = now
         elif kind == "beat":
             r.progress, r.metrics = body
+            log.debug("gang %r: rank %d: %s", self.name, r.rank, r.progress)
         elif kind == "done":
             payload, r.metrics, stats = body
             try:

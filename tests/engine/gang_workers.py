@@ -203,3 +203,10 @@ def summarize(train: dict[str, Any]) -> dict[str, Any]:
         "rows": [w["counters"]["rows"] for w in train["workers"]],
         "world_size": train["world_size"],
     }
+
+
+def record_pid_then_sleep(ctx: GangContext, folder: str) -> None:
+    """Leaves its pid in ``folder`` for a test to watch, then sleeps."""
+    with open(os.path.join(folder, f"rank{ctx.rank}.pid"), "w") as file:
+        file.write(str(os.getpid()))
+    time.sleep(600)

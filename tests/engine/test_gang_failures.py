@@ -10,11 +10,15 @@ from __future__ import annotations
 import glob
 import os
 import signal
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import gang_workers as gw
+import psutil
 import pytest
 import torch
 
@@ -121,3 +125,34 @@ def test_failed_join_is_retried_then_reported(no_leftovers: None) -> None:
         run_gang(gw.describe, spec)
     assert "no-such-interface0" in str(info.value)
     assert info.value.failures[0].kind is FailureKind.RAISED
+
+
+_PARENT = """
+import sys
+sys.path.insert(0, {tests!r})
+import gang_workers
+from engine.gang import GangSpec, run_gang
+
+if __name__ == "__main__":
+    run_gang(gang_workers.record_pid_then_sleep, GangSpec(workers=2), {folder!r})
+"""
+
+
+@pytest.mark.slow  # a fresh interpreter and fork server import torch: seconds
+def test_workers_exit_when_the_parent_is_killed(tmp_path: Path) -> None:
+    script = tmp_path / "parent.py"
+    tests = str(Path(__file__).resolve().parent)
+    script.write_text(_PARENT.format(tests=tests, folder=str(tmp_path)))
+    parent = subprocess.Popen([sys.executable, str(script)])
+    try:
+        pid_files = [tmp_path / f"rank{rank}.pid" for rank in range(2)]
+        deadline = time.monotonic() + 60
+        while not all(f.exists() and f.read_text() for f in pid_files):
+            assert time.monotonic() < deadline, "the gang did not start"
+            time.sleep(0.1)
+        workers = [psutil.Process(int(f.read_text())) for f in pid_files]
+    finally:
+        parent.kill()  # SIGKILL: no cleanup code runs in the parent
+        parent.wait()
+    _, alive = psutil.wait_procs(workers, timeout=10)
+    assert not alive, f"workers outlived their parent: {alive}"
