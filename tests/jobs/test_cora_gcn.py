@@ -73,11 +73,11 @@ def test_model_presets_and_overrides() -> None:
     assert (gat.epochs, gat.patience, gcn.epochs, gcn.patience) == (1000, 100, 200, 10)
 
 
-def test_other_models_run() -> None:
-    for model in ("sage", "gat", "gin"):
-        outputs = execute(cora_gcn.build(model=model, epochs=1, **FAST)).outputs
-        assert outputs["model"] == model
-        assert outputs["epochs_run"] == 1
+def test_the_gat_preset_runs() -> None:
+    outputs = execute(cora_gcn.build(model="gat", epochs=1, **FAST)).outputs
+    assert outputs["model"] == "gat"
+    assert outputs["epochs_run"] == 1
+    assert "8 heads x 8 hidden, elu, dropout 0.6, lr 0.005" in outputs["settings"]
 
 
 def test_bad_parameters_are_clear_errors() -> None:
