@@ -4,21 +4,12 @@
 running ``fn(ctx, *args, **kwargs)`` (:mod:`engine.gang.worker`), and returns their
 results in rank order; :func:`run_gang_report` also returns each rank's metrics.
 
-The parent hosts the rendezvous ``TCPStore`` (bound before any worker starts, so a
-free port is never raced for) and watches every worker in one loop over its
-message pipe and its process sentinel, with no helper threads:
-
-* a worker that raises reports its traceback; one that dies without reporting
-  (segfault, SIGKILL, the OOM killer) is seen through its sentinel at once;
-* after the first failure the parent waits a short grace period (0.5 s) to learn
-  what else failed, because a rank's death makes its peers' collectives fail
-  too; the rank that died, or else the first to raise, leads the error;
-* start-up (``startup_timeout_s``), the whole gang (``timeout_s``) and silent
-  ranks (``heartbeat_timeout_s``) have deadlines; the error names the ranks
-  still running and where each last said it was;
-* then every remaining worker is terminated (SIGTERM, SIGKILL after 1 s) and
-  joined: no process outlives ``run_gang``, also on Ctrl-C (``KeyboardInterrupt``
-  propagates after the workers are gone) or interpreter exit.
+A :class:`~engine.gang.supervisor.GangSupervisor` watches the workers and turns
+any failure into a :class:`~engine.gang.errors.GangError` naming the rank; no
+worker outlives ``run_gang``, also on Ctrl-C (``KeyboardInterrupt`` propagates
+after the workers are gone). If joining the process group fails before any rank
+ran ``fn`` (gloo's full-mesh connect does, now and then, on an overloaded
+machine), the gang is started again, up to ``GangSpec.startup_retries`` times.
 
 Arguments reach the workers pickled by multiprocessing, which moves CPU torch
 tensors into shared memory first (torch's file-descriptor reductions): a large
@@ -41,33 +32,17 @@ Example (starts processes, so not a doctest)::
 
 from __future__ import annotations
 
-import atexit
-import dataclasses
-import logging
 import pickle
-import signal
-import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from multiprocessing.connection import Connection, wait
 from typing import Any
 
-from engine.errors import RemoteError
-from engine.gang import start
-from engine.gang.errors import FailureKind, GangError, WorkerFailure
-from engine.gang.metrics import WorkerMetrics
-from engine.gang.report import GangReport, WorkerReport
-from engine.gang.spec import GangPlacement, GangSpec
-from engine.gang.worker import WorkerSetup, main, open_store
+from engine.gang.errors import GangError
+from engine.gang.report import GangReport
+from engine.gang.spec import GangSpec
+from engine.gang.supervisor import GangSupervisor, JoinFailed, log
 
-log = logging.getLogger("strata.gang")
-
-_TICK_S = 0.25  # longest wait between checks of deadlines and heartbeats
-_GRACE_S = 0.5  # after a failure: how long to listen for its consequences
-_TERM_S = 1.0  # SIGTERM to SIGKILL
 _EXIT_S = 5.0  # after success: how long workers may take to leave the group
-_ORDER = {FailureKind.DIED: 0, FailureKind.RAISED: 1}
 
 
 def run_gang(
@@ -105,11 +80,11 @@ def run_gang_report(
     placement = spec.placement()
     origin = time.monotonic()
     for attempt in range(1, spec.startup_retries + 2):
-        gang = _Gang(name, spec, placement, origin, attempt)
+        gang = GangSupervisor(name, spec, placement, origin, attempt)
         try:
             gang.launch(fn, args, kwargs)
             report = gang.watch()
-        except _JoinFailed as failed:
+        except JoinFailed as failed:
             gang.stop(0.0)
             if attempt > spec.startup_retries:
                 raise failed.error from failed.error.__cause__
@@ -123,305 +98,6 @@ def run_gang_report(
     raise AssertionError("unreachable: the last attempt returns or raises")
 
 
-class _JoinFailed(Exception):
-    """No rank got through joining the process group: the gang may be retried."""
-
-    def __init__(self, error: GangError) -> None:
-        super().__init__(str(error))
-        self.error = error
-
-
-@dataclass(slots=True)
-class _Rank:
-    """The parent's view of one worker."""
-
-    rank: int
-    process: Any
-    reader: Connection
-    pid: int
-    started: float
-    ready_at: float | None = None
-    last_beat: float = 0.0
-    progress: str | None = None
-    metrics: dict[str, Any] = field(default_factory=dict)
-    result: Any = None
-    stats: dict[str, Any] | None = None
-    failed: bool = False
-    exited: bool = False
-
-    @property
-    def done(self) -> bool:
-        return self.stats is not None
-
-
-class _Gang:
-    """One gang's processes, store and bookkeeping."""
-
-    def __init__(
-        self,
-        name: str,
-        spec: GangSpec,
-        placement: GangPlacement,
-        origin: float,
-        attempt: int,
-    ) -> None:
-        self.name = name
-        self.spec = spec
-        self.placement = placement
-        self.origin = origin  # the first attempt's launch: timeout_s counts from it
-        self.attempt = attempt
-        self.ranks: list[_Rank] = []
-        self.failures: list[WorkerFailure] = []
-        self.remote: dict[int, RemoteError] = {}
-        self.joining: set[int] = set()  # ranks whose error came before "ready"
-        self.launched = time.monotonic()
-        try:
-            self.store = open_store(
-                spec.host, spec.port, spec.startup_timeout_s, master=True
-            )
-        except Exception as exc:
-            raise GangError.of_gang(
-                name,
-                f"a rendezvous store listening on {spec.host}:{spec.port}",
-                f"{type(exc).__name__}: {exc}",
-                "use port=0 for a free port, or another host address.",
-            ) from exc
-
-    def launch(
-        self, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
-    ) -> None:
-        """Start every worker; they rendezvous through the store on their own."""
-        spec, placement = self.spec, self.placement
-        context = start.worker_context(fn, spec.start_method)
-        _LIVE.add(self)
-        self.launched = time.monotonic()
-        with start.starting():
-            for rank in range(spec.workers):
-                setup = WorkerSetup(
-                    name=self.name,
-                    rank=rank,
-                    world_size=spec.workers,
-                    device=placement.devices[rank],
-                    backend=placement.backend,
-                    threads=placement.threads,
-                    host=spec.host,
-                    port=self.store.port,
-                    base_seed=spec.seed,
-                    env=dict(spec.env),
-                    startup_timeout_s=spec.startup_timeout_s,
-                    collective_timeout_s=spec.collective_timeout_s,
-                )
-                reader, writer = context.Pipe(duplex=False)
-                process = context.Process(  # type: ignore[attr-defined]
-                    target=main,
-                    args=(setup, fn, args, kwargs, writer),
-                    name=f"strata-gang:{self.name}[{rank}]",
-                )
-                try:
-                    process.start()
-                except Exception as exc:
-                    reader.close()
-                    raise GangError.of_gang(
-                        self.name,
-                        f"arguments that can be sent to rank {rank}",
-                        f"{type(exc).__name__}: {exc}",
-                        "tensors are shared one file descriptor each (at most ~250 "
-                        "per worker); pack many arrays into one SharedTensors.",
-                    ) from exc
-                finally:
-                    writer.close()
-                now = time.monotonic()
-                self.ranks.append(
-                    _Rank(rank, process, reader, process.pid, now, last_beat=now)
-                )
-        log.info("gang %r: started %d workers", self.name, spec.workers)
-
-    def watch(self) -> GangReport:
-        """Wait for every result, or fail with the ranks to blame."""
-        grace_until: float | None = None
-        while not all(r.done for r in self.ranks):
-            if grace_until is not None and time.monotonic() >= grace_until:
-                break
-            timeout = _TICK_S
-            if grace_until is not None:
-                timeout = max(0.0, min(timeout, grace_until - time.monotonic()))
-            self._poll(timeout)
-            if self.failures:
-                grace_until = grace_until or time.monotonic() + _GRACE_S
-            elif self._check_deadlines():
-                break
-        if self.failures:
-            self._raise()
-        return self._report()
-
-    def stop(self, patience: float) -> None:
-        """Stop every worker (waiting ``patience`` s for those still leaving)."""
-        _LIVE.discard(self)
-        processes = [r.process for r in self.ranks]
-        deadline = time.monotonic() + patience
-        for process in processes:
-            process.join(max(0.0, deadline - time.monotonic()))
-        _terminate(processes)
-        for r in self.ranks:
-            r.reader.close()
-            r.process.close()
-        self.ranks = []
-        self.store = None  # closes the rendezvous server
-
-    # -- watching -------------------------------------------------------------
-
-    def _poll(self, timeout: float) -> None:
-        readers = {r.reader: r for r in self.ranks if not r.reader.closed}
-        sentinels = {r.process.sentinel: r for r in self.ranks if not r.exited}
-        for ready in wait([*readers, *sentinels], timeout):
-            if ready in readers:
-                self._receive(readers[ready])
-            else:
-                self._exited(sentinels[ready])
-
-    def _receive(self, r: _Rank) -> None:
-        try:
-            message = pickle.loads(r.reader.recv_bytes())
-        except (EOFError, OSError):
-            r.reader.close()
-            return
-        kind, *body = message
-        now = time.monotonic()
-        r.last_beat = now
-        if kind == "ready":
-            r.ready_at = now
-        elif kind == "beat":
-            r.progress, r.metrics = body
-            log.debug("gang %r: rank %d: %s", self.name, r.rank, r.progress)
-        elif kind == "done":
-            payload, r.metrics, stats = body
-            try:
-                r.result = pickle.loads(payload)
-            except Exception as exc:
-                detail = f"a result the parent cannot unpickle: {exc!r}"
-                self._fail(r, FailureKind.RAISED, detail)
-                return
-            r.stats = stats
-        elif kind == "error":
-            type_name, text, trace, metrics, progress, phase = body
-            if phase == "join":
-                self.joining.add(r.rank)
-            r.metrics = metrics or r.metrics
-            r.progress = progress or r.progress
-            r.failed = True
-            self.remote[r.rank] = RemoteError(type_name, text, trace)
-            self._fail(r, FailureKind.RAISED, f"{type_name}: {text}", trace)
-
-    def _exited(self, r: _Rank) -> None:
-        r.exited = True
-        while not r.reader.closed and r.reader.poll(0):  # what it sent before dying
-            self._receive(r)
-        if r.done or r.failed:
-            return
-        code = r.process.exitcode
-        how = f"exit code {code} before returning"
-        if code is not None and code < 0:
-            how = f"killed by {signal.Signals(-code).name}"
-        self._fail(r, FailureKind.DIED, how)
-
-    def _check_deadlines(self) -> bool:
-        """Record deadline failures; return whether any deadline passed."""
-        spec, now = self.spec, time.monotonic()
-        running = [r for r in self.ranks if not r.done]
-        if now - self.launched > spec.startup_timeout_s:
-            late = [r for r in running if r.ready_at is None]
-            for r in late:
-                waited = f"not in the process group after {now - r.started:.1f} s"
-                self._fail(r, FailureKind.NOT_STARTED, waited)
-            if late:
-                return True
-        if spec.timeout_s is not None and now - self.origin > spec.timeout_s:
-            for r in running:
-                detail = f"still running after timeout_s={spec.timeout_s:g}"
-                self._fail(r, FailureKind.TIMED_OUT, detail)
-            return True
-        if spec.heartbeat_timeout_s is not None:
-            silent = [
-                r
-                for r in running
-                if r.ready_at is not None
-                and now - r.last_beat > spec.heartbeat_timeout_s
-            ]
-            for r in silent:
-                detail = f"no heartbeat for {now - r.last_beat:.1f} s"
-                self._fail(r, FailureKind.STALLED, detail)
-            return bool(silent)
-        return False
-
-    def _fail(
-        self, r: _Rank, kind: FailureKind, detail: str, trace: str | None = None
-    ) -> None:
-        r.failed = True
-        since = None if kind is FailureKind.RAISED else time.monotonic() - r.last_beat
-        failure = WorkerFailure(r.rank, r.pid, kind, detail, trace, r.progress, since)
-        self.failures.append(failure)
-        log.info("gang %r: rank %d %s: %s", self.name, r.rank, kind.value, detail)
-
-    def _raise(self) -> None:
-        # Deaths first (their peers' errors follow from them), then by arrival.
-        failures = sorted(self.failures, key=lambda f: _ORDER.get(f.kind, 2))
-        if self.attempt > 1:
-            first = failures[0]
-            detail = f"{first.detail} (start-up attempt {self.attempt})"
-            failures[0] = dataclasses.replace(first, detail=detail)
-        error = GangError.build(self.name, failures)
-        error.__cause__ = self.remote.get(failures[0].rank)
-        # A rendezvous that failed before any rank ran user code is safe to redo:
-        # gloo's full-mesh connect can fail spuriously on an overloaded machine.
-        if failures[0].rank in self.joining and all(
-            r.ready_at is None for r in self.ranks
-        ):
-            raise _JoinFailed(error)
-        raise error
-
-    def _report(self) -> GangReport:
-        workers = []
-        for r in self.ranks:
-            assert r.stats is not None
-            assert r.ready_at is not None
-            workers.append(
-                WorkerReport(
-                    rank=r.rank,
-                    pid=r.pid,
-                    device=self.placement.devices[r.rank],
-                    startup_s=r.ready_at - self.origin,
-                    wall_s=r.stats["wall_s"],
-                    peak_rss_bytes=r.stats["peak_rss_bytes"],
-                    peak_device_bytes=r.stats["peak_device_bytes"],
-                    metrics=WorkerMetrics.from_dict(r.metrics),
-                )
-            )
-        ready = max(w.startup_s for w in workers)
-        return GangReport(
-            name=self.name,
-            results=[r.result for r in self.ranks],
-            workers=tuple(workers),
-            device=self.placement.device,
-            backend=self.placement.backend,
-            startup_s=ready,
-            wall_s=time.monotonic() - self.origin,
-            startup_attempts=self.attempt,
-        )
-
-
-def _terminate(processes: list[Any]) -> None:
-    live = [p for p in processes if p.exitcode is None]
-    for process in live:
-        process.terminate()
-    deadline = time.monotonic() + _TERM_S
-    for process in live:
-        process.join(max(0.0, deadline - time.monotonic()))
-    for process in live:
-        if process.exitcode is None:
-            process.kill()
-            process.join()
-
-
 def _check_function(fn: Callable[..., Any], name: str) -> None:
     try:
         pickle.dumps(fn)
@@ -433,33 +109,3 @@ def _check_function(fn: Callable[..., Any], name: str) -> None:
             "workers receive the function by reference; lambdas and closures cannot "
             "be sent. Pass data as arguments instead.",
         ) from exc
-
-
-class _LiveGangs:
-    """Gangs with running workers, killed at interpreter exit."""
-
-    def __init__(self) -> None:
-        self._gangs: set[_Gang] = set()
-        self._lock = threading.Lock()
-
-    def add(self, gang: _Gang) -> None:
-        with self._lock:
-            self._gangs.add(gang)
-
-    def discard(self, gang: _Gang) -> None:
-        with self._lock:
-            self._gangs.discard(gang)
-
-    def kill_all(self) -> None:
-        with self._lock:
-            gangs = list(self._gangs)
-        for gang in gangs:
-            for r in gang.ranks:
-                if r.process.exitcode is None:
-                    r.process.kill()
-
-
-_LIVE = _LiveGangs()
-# Registered after multiprocessing's own exit hook, so it runs first (LIFO): that
-# hook joins non-daemon children, which would wait for a gang forever.
-atexit.register(_LIVE.kill_all)
