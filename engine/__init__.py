@@ -3,7 +3,9 @@
 The engine knows nothing about graphs. A job builds a :class:`Pipeline` of steps
 (plain functions for batch work, :class:`Operator` objects for streams), validates
 it, and runs it with :func:`execute` on the ``local`` (threads) or ``process``
-(one process per task, pyzmq channels) executor.
+(one process per task, pyzmq channels) executor. Streaming runs can checkpoint
+their :class:`Stateful` steps and resume exactly once after a crash
+(:mod:`engine.checkpoint`).
 
 Examples:
     >>> from engine import Map, Pipeline, execute

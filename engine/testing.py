@@ -13,7 +13,11 @@ Examples:
 
 from __future__ import annotations
 
+import os
+import signal
 from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Generic, TypeVar
 
 from engine.config import RunConfig
@@ -24,14 +28,54 @@ from engine.pipeline import Pipeline
 T = TypeVar("T")
 
 
+class AbortError(RuntimeError):
+    """Raised by a :class:`ListSource` that reaches an :class:`Abort` item."""
+
+
+@dataclass(frozen=True, slots=True)
+class Abort:
+    """A crash to inject: an item of a :class:`ListSource`, never emitted.
+
+    The first time a source reaches it, it creates ``marker`` and fails: it raises
+    :class:`AbortError` or, with ``kill=True``, SIGKILLs its own process (the
+    process executor's worker). Once ``marker`` exists the item is skipped, so a
+    resumed run gets past it (as Bytewax's ``TestingSource.ABORT``; the marker file
+    makes "once" hold across worker processes).
+
+    Examples:
+        >>> import tempfile
+        >>> from engine.pipeline import Pipeline
+        >>> marker = tempfile.mktemp()
+        >>> p = Pipeline("abort")
+        >>> _ = p.step("numbers", ListSource([1, Abort(marker), 2]))
+        >>> _ = p.step("out", ListSink(), "numbers")
+        >>> from engine.executors import execute
+        >>> execute(p, check=False).ok, run(p)
+        (False, {'out': [1, 2]})
+    """
+
+    marker: str | Path
+    kill: bool = False
+
+    def trigger(self) -> None:
+        """Fail the first time (see the class docstring); do nothing afterwards."""
+        if os.path.exists(self.marker):
+            return
+        Path(self.marker).touch()
+        if self.kill:
+            os.kill(os.getpid(), signal.SIGKILL)
+        raise AbortError(f"aborted at {self!r}")
+
+
 class ListSource(Operator[None, T], Generic[T]):
     """A source emitting the given items in order, lazily (one per channel slot).
 
     It is :class:`~engine.operator.Stateful`: its state is the position of the next
-    item, so a checkpointed run resumes after the last checkpointed item.
+    item, so a checkpointed run resumes after the last checkpointed item. An
+    :class:`Abort` among the items injects a crash there.
     """
 
-    def __init__(self, items: Iterable[T]) -> None:
+    def __init__(self, items: Iterable[T | Abort]) -> None:
         self.items = list(items)
         self.position = 0
 
@@ -40,6 +84,9 @@ class ListSource(Operator[None, T], Generic[T]):
         while self.position < len(self.items):
             item = self.items[self.position]
             self.position += 1  # before the yield: a snapshot there is past it
+            if isinstance(item, Abort):
+                item.trigger()
+                continue
             yield item
 
     def snapshot(self) -> int:

@@ -8,15 +8,21 @@ rounds of each setting are interleaved, so load from other work on a shared mach
 hits them alike. ``extra_info`` holds items (batches) per second, the ratio to the
 run without checkpoints, checkpoints taken, bytes per checkpoint and mean latency.
 
+Wall-clock ratios need a quiet machine. Two figures hold up under load: the CPU
+seconds of the run (``local`` only: its threads are this process) and the pause
+each checkpoint costs the tasks (``task ms/ckpt``: snapshot, encode and write,
+summed over the tasks; fsync is the driver's, off the data path).
+
     .venv/bin/python -m pytest benchmarks/engine/bench_checkpoint.py --benchmark-only
     .venv/bin/python benchmarks/engine/bench_checkpoint.py     # a summary table
+    .venv/bin/python benchmarks/engine/bench_checkpoint.py --batches 1000 --rounds 5
 """
 
 from __future__ import annotations
 
+import argparse
 import shutil
 import statistics
-import sys
 import tempfile
 import time
 from collections.abc import Iterable, Iterator
@@ -110,45 +116,51 @@ def pipeline(batches: int = BATCHES) -> Pipeline:
     return p
 
 
-def timed(executor: str, every: int | None) -> dict[str, Any]:
+def timed(executor: str, every: int | None, batches: int = BATCHES) -> dict[str, Any]:
     """One run; its seconds, batches per second and checkpoint figures."""
     directory = tempfile.mkdtemp(prefix="strata-bench-ckpt-")
     config = RunConfig()
     if every is not None:
         config = RunConfig(checkpoint=CheckpointConfig(directory, every_items=every))
     try:
-        start = time.perf_counter()
-        result = execute(pipeline(), executor, config=config, collect=("count",))
+        start, cpu = time.perf_counter(), time.process_time()
+        result = execute(pipeline(batches), executor, config=config, collect=("count",))
         seconds = time.perf_counter() - start
+        cpu_s = time.process_time() - cpu
     finally:
         shutil.rmtree(directory, ignore_errors=True)
-    assert result.collected["count"] == [BATCHES * ROWS]
+    assert result.collected["count"] == [batches * ROWS]
     report = result.report.checkpoint
     taken = report.completed if report else 0
     return {
         "seconds": seconds,
-        "items_per_s": BATCHES / seconds,
+        "cpu_s": cpu_s,
+        "items_per_s": batches / seconds,
+        "task_ms": 1000 * report.seconds / taken if report and taken else 0.0,
         "checkpoints": taken,
         "bytes_per_checkpoint": report.bytes // taken if report and taken else 0,
         "latency_s": report.mean_latency_s if report else 0.0,
     }
 
 
-def compare(executor: str, rounds: int = 3) -> dict[int | None, dict[str, Any]]:
+def compare(
+    executor: str, rounds: int = 3, batches: int = BATCHES
+) -> dict[int | None, dict[str, Any]]:
     """Interleaved rounds of every setting; medians per setting."""
-    timed(executor, None)  # warm caches and the fork server
+    timed(executor, None, batches)  # warm caches and the fork server
     runs: dict[int | None, list[dict[str, Any]]] = {every: [] for every in EVERY}
     for _ in range(rounds):
         for every in EVERY:
-            runs[every].append(timed(executor, every))
+            runs[every].append(timed(executor, every, batches))
     summary = {}
     for every, results in runs.items():
         summary[every] = {
             key: statistics.median(r[key] for r in results) for key in results[0]
         }
-    base = summary[None]["items_per_s"]
+    base, base_cpu = summary[None]["items_per_s"], summary[None]["cpu_s"]
     for row in summary.values():
         row["ratio"] = row["items_per_s"] / base
+        row["cpu_ratio"] = row["cpu_s"] / base_cpu
     return summary
 
 
@@ -172,19 +184,28 @@ def test_checkpoint_overhead(benchmark: Any, executor: str, every: int | None) -
 
 
 def main() -> None:
-    executors = sys.argv[1:] or ["local", "process"]
-    print(f"{BATCHES} batches x {ROWS} rows, 2 shards x {NODES * 8 // 1024} kB state")
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("executors", nargs="*", default=["local", "process"])
+    parser.add_argument("--batches", type=int, default=BATCHES)
+    parser.add_argument("--rounds", type=int, default=3)
+    args = parser.parse_args()
     print(
-        f"{'executor':<9}{'every':>7}{'batches/s':>11}{'vs off':>8}"
-        f"{'ckpts':>7}{'kB/ckpt':>9}{'latency ms':>12}"
+        f"{args.batches} batches x {ROWS} rows, 2 shards x {NODES * 8 // 1024} kB "
+        f"state, median of {args.rounds} interleaved rounds"
     )
-    for executor in executors:
-        for every, row in compare(executor).items():
+    print(
+        f"{'executor':<9}{'every':>7}{'batches/s':>11}{'vs off':>8}{'cpu s':>7}"
+        f"{'vs off':>8}{'ckpts':>7}{'kB/ckpt':>9}{'task ms/ckpt':>14}"
+        f"{'latency ms':>12}"
+    )
+    for executor in args.executors:
+        for every, row in compare(executor, args.rounds, args.batches).items():
             print(
                 f"{executor:<9}{every or 'off':>7}{row['items_per_s']:>11.1f}"
-                f"{row['ratio']:>8.2f}{row['checkpoints']:>7.0f}"
+                f"{row['ratio']:>8.2f}{row['cpu_s']:>7.2f}{row['cpu_ratio']:>8.2f}"
+                f"{row['checkpoints']:>7.0f}"
                 f"{row['bytes_per_checkpoint'] / 1024:>9.0f}"
-                f"{row['latency_s'] * 1000:>12.1f}"
+                f"{row['task_ms']:>14.2f}{row['latency_s'] * 1000:>12.1f}"
             )
 
 

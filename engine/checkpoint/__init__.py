@@ -6,7 +6,9 @@
 interval_s=T, keep=2), resume=False)``; on the command line ``strata run JOB
 --checkpoint-dir DIR --checkpoint-every N [--checkpoint-interval T] [--resume]``.
 A checkpoint starts after ``N`` items from one source since the previous one, or
-``T`` seconds after the previous one started; one is in flight at a time.
+``T`` seconds after the previous one started. One is in flight at a time, so
+checkpoints are never closer than they take to complete (slow storage spaces them
+out instead of piling them up).
 
 *Sources* opt in by implementing :class:`~engine.operator.Stateful`; with
 checkpoints on, every streaming source must (a source that cannot seek would replay
@@ -26,18 +28,21 @@ Then a ``Stateful`` operator's ``snapshot()`` is taken, encoded with the wire co
 JSON scalars, and dicts with string keys, lists and tuples of them; never pickle; a
 snapshot the codec refuses fails the run with an error naming the step), the
 barrier is forwarded on every outlet, and the state is written to
-``DIR/checkpoint-<n>/<step>.<shard>.<run>.state`` (temp file, fsync, rename) and
-reported to the driver. A stateless streaming step just forwards the barrier. A
-batch step gathering a stream stores what it has gathered so far (it runs once, at
-the end, on all of it; for a long stream prefer a ``Stateful`` operator that folds
-as it goes, since each checkpoint rewrites the whole gathered list).
+``DIR/checkpoint-<n>/<step>.<shard>.<run>.state`` (temp file, rename) and reported
+to the driver. The task then carries on: it never waits for fsync. A stateless
+streaming step just forwards the barrier. A batch step gathering a stream stores
+what it has gathered so far (it runs once, at the end, on all of it; for a long
+stream prefer a ``Stateful`` operator that folds as it goes, since each checkpoint
+rewrites the whole gathered list).
 
 *Completion.* Checkpoint ``n`` is complete when every task has stored its part or
-has ended without meeting barrier ``n``. The driver then writes ``MANIFEST.json``
-atomically (temp file, fsync, rename, directory fsync), keeps the newest ``keep``
-complete checkpoints and deletes older and abandoned ones. Items the driver collects
-(``collect=``, :class:`~engine.testing.ListSink`, recorded outputs) are stored with
-each checkpoint too, so they are exactly-once across a resume as well.
+has ended without meeting barrier ``n``. The driver then fsyncs every state file
+and the directory, writes ``MANIFEST.json`` atomically (temp file, fsync, rename,
+directory fsync), keeps the newest ``keep`` complete checkpoints and deletes older
+and abandoned ones. Items the driver collects (``collect=``,
+:class:`~engine.testing.ListSink`, recorded outputs) are stored with each
+checkpoint too, so they are exactly-once across a resume as well (resume with the
+same ``collect=``; anything else is a :class:`~engine.errors.CheckpointError`).
 
 *Notification.* After the manifest is durable, each running operator that defines
 ``on_checkpoint_complete(n)`` (:class:`~engine.operator.CheckpointListener`) has it
@@ -60,20 +65,45 @@ report's ``checkpoint`` section has the ids, counts, bytes and seconds.
 *What is not covered.* Side effects of operators (files written, messages sent)
 happen again for the items replayed after a resume: make sinks idempotent, or
 commit them in ``on_checkpoint_complete``. A batch step with no streaming input
-runs once; if it ended before the checkpoint it is not run again.
+runs once; if it ended before the checkpoint it is not run again. A notice may be
+lost in a crash (the next one covers it). A complete checkpoint whose files were
+damaged afterwards is an error, not a silent fall-back to an older one (a log
+source may already have dropped what the older one needs).
+
+*Testing.* :class:`~engine.testing.ListSource` is ``Stateful``, and an
+:class:`~engine.testing.Abort` among its items injects a crash once (Bytewax's
+``TestingSource.ABORT``), so a crash test is: run, fail, resume, compare.
 
 Examples:
-    >>> import tempfile
-    >>> from engine import CheckpointConfig, Pipeline, RunConfig
-    >>> from engine.testing import ListSink, ListSource, run
+    A running count over a durable list, with a crash injected once:
+
+    >>> import dataclasses, tempfile
+    >>> from engine import CheckpointConfig, Operator, Pipeline, RunConfig, execute
+    >>> from engine.testing import Abort, ListSource
+    >>> class Count(Operator[int, int]):
+    ...     def open(self, ctx):
+    ...         self.n = 0
+    ...     def process(self, item):
+    ...         self.n += 1
+    ...         return ()
+    ...     def finish(self):
+    ...         yield self.n
+    ...     def snapshot(self) -> int:  # Stateful: snapshot() and restore()
+    ...         return self.n
+    ...     def restore(self, state: int) -> None:
+    ...         self.n = state
+    >>> directory = tempfile.mkdtemp()
+    >>> crash = Abort(f"{directory}/crashed")  # fails the first run, once
     >>> p = Pipeline("resumable")
-    >>> _ = p.step("numbers", ListSource(range(10)))  # ListSource is Stateful
-    >>> _ = p.step("out", ListSink(), "numbers")
-    >>> ckpt = CheckpointConfig(tempfile.mkdtemp(), every_items=3)
-    >>> run(p, config=RunConfig(checkpoint=ckpt))
-    {'out': [0, 1, 2, 3, 4, 5, 6, 7, 8, 9]}
-    >>> run(p, config=RunConfig(checkpoint=ckpt, resume=True))  # from the last one
-    {'out': [0, 1, 2, 3, 4, 5, 6, 7, 8, 9]}
+    >>> _ = p.step("numbers", ListSource([*range(60), crash, *range(60, 100)]))
+    >>> _ = p.step("count", Count(), "numbers")
+    >>> config = RunConfig(checkpoint=CheckpointConfig(directory, every_items=10))
+    >>> execute(p, config=config, collect=("count",), check=False).ok
+    False
+    >>> resumed = execute(p, config=dataclasses.replace(config, resume=True),
+    ...                   collect=("count",))
+    >>> resumed.collected["count"]  # from the last complete checkpoint, once each
+    [100]
 """
 
 from engine.checkpoint.coordinator import CheckpointCoordinator

@@ -121,7 +121,7 @@ class LocalExecutor:
             while not run.wait(tick):
                 run.tick()
                 progress.update(run.step_metrics())
-            run.tick()  # the checkpoint the last tasks finished
+            run.tick(final=True)  # the checkpoint the last tasks finished
         finally:
             run.stop(config.stop_timeout_s)
             progress.close()
@@ -185,10 +185,16 @@ class _Run:
     def wake(self) -> None:
         self._wake.set()
 
-    def tick(self) -> None:
-        if self.hub is not None and self.error is None:
+    def tick(self, *, final: bool = False) -> None:
+        """Start a due checkpoint; complete the ready ones.
+
+        ``final``: the run is over (done or failed); complete what is ready (a
+        checkpoint every task finished with is valid even if the run failed after
+        it) but start nothing.
+        """
+        if self.hub is not None and (final or self.error is None):
             try:
-                self.hub.tick()
+                self.hub.tick(start=not final)
             except Exception as exc:  # storage failed under the coordinator
                 self._fail(
                     StepError.wrap(
@@ -319,10 +325,11 @@ class _Hub:
                 self._deliver(actions)
         self.wake()
 
-    def tick(self) -> None:
+    def tick(self, *, start: bool = True) -> None:
         """Start a checkpoint that is due; complete the ready ones (driver)."""
-        with self.lock:
-            self._deliver(self.coordinator.tick())
+        if start:
+            with self.lock:
+                self._deliver(self.coordinator.tick())
         while True:
             with self.lock:
                 ready = self.coordinator.ready()

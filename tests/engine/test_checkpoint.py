@@ -19,6 +19,7 @@ from checkpoint_steps import (
     counting_pipeline,
     expected_rows,
 )
+from engine_steps import square, total
 
 from engine import (
     Barrier,
@@ -36,7 +37,7 @@ from engine.channels import Channel, Delivery
 from engine.checkpoint import CheckpointStore
 from engine.cli import main
 from engine.runtime import Inbox
-from engine.testing import ListSink, ListSource
+from engine.testing import Abort, ListSink, ListSource
 
 ITEMS = 300
 
@@ -363,3 +364,27 @@ def test_cli_checkpoints_and_resumes(
     assert second["checkpoint"]["resumed_from"] == first["checkpoint"]["last"]
     assert second["outputs"] == first["outputs"]
     assert main(["run", "checkpoint_steps", "--resume"]) == 2
+
+
+@pytest.mark.usefixtures("no_leftovers")
+def test_abort_then_resume_keeps_a_batch_steps_gathered_input(
+    executor: str, tmp_path: Path
+) -> None:
+    source = ListSource([*range(120), Abort(tmp_path / "aborted"), *range(120, 200)])
+    p = Pipeline("gather")
+    p.step("numbers", source)
+    p.step("square", Map(square), "numbers", shards=2, key=int)
+    p.step("total", total, "square")  # a batch step: gathers the whole stream
+    p.record("total")
+    ckpt = tmp_path / "ckpt"
+    failed = execute(p, executor, config=_config(ckpt, every=10), check=False)
+    assert "aborted at Abort" in str(failed.error)
+    store = CheckpointStore(ckpt)
+    manifest = store.manifest(store.complete_ids()[-1])
+    assert manifest is not None
+    (entry,) = [e for e in manifest.tasks if e.step == "total"]
+    assert entry.status == "state"  # what it had gathered mid-stream was stored
+    resumed = execute(p, executor, config=_config(ckpt, every=10, resume=True))
+    assert resumed.outputs == {"total": sum(i * i for i in range(200)), "count": 200}
+    assert resumed.report.checkpoint is not None
+    assert resumed.report.checkpoint.resumed_from == manifest.checkpoint
