@@ -87,6 +87,7 @@ def test_sage_sampled_vs_dgl(benchmark, rmat_large):
             "contender",
             "seeds/s",
             "strata / it",
+            "epoch cpu s",
             "sampler seeds/s",
             "peak RSS MB",
             "train MB",
@@ -96,6 +97,7 @@ def test_sage_sampled_vs_dgl(benchmark, rmat_large):
     for name, r in results.items():
         train_mb = r["peak_rss_mb"] - r["base_rss_mb"]
         info[f"{name}_seeds_per_s"] = r["seeds_per_s"]
+        info[f"{name}_epoch_cpu_s"] = sorted(r["cpu_s"])[len(r["cpu_s"]) // 2]
         info[f"{name}_sampler_seeds_per_s"] = r["sampler_seeds_per_s"]
         info[f"{name}_peak_rss_mb"] = r["peak_rss_mb"]
         info[f"{name}_train_mem_mb"] = train_mb
@@ -110,6 +112,7 @@ def test_sage_sampled_vs_dgl(benchmark, rmat_large):
                 name,
                 f"{r['seeds_per_s']:.0f}",
                 f"{ratio:.2f}",
+                f"{info[f'{name}_epoch_cpu_s']:.2f}",
                 f"{r['sampler_seeds_per_s']:.0f}",
                 f"{r['peak_rss_mb']:.0f}",
                 f"{train_mb:.0f}",

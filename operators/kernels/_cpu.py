@@ -3,7 +3,7 @@
 All kernels read a CSR over destination rows (``indptr``, ``indices`` = source ids)
 and are parallel over row chunks. The sums use ``fastmath`` reassociation (so the
 compiler vectorises the feature loop) but keep IEEE infinities and NaNs. These are
-the CPU formulation chosen by ``benchmarks/kernels/bench_spmm.py``; the torch
+the CPU formulation chosen by ``benchmarks/kernels/test_spmm.py``; the torch
 formulation in :mod:`operators.kernels._primitives` serves every other device.
 """
 

@@ -1,10 +1,13 @@
 """Which formulation runs the sparse primitives, per device.
 
-``benchmarks/kernels/bench_spmm.py`` compares the candidates on an RMAT graph (scale
-18, 7.6M edges) with 2 CPU threads. There, a row-parallel numba CSR kernel is about
-2x faster than ``torch.sparse.mm`` on a CSR tensor (MKL) at 128 features and on
-par at 16, and both are 10x or more ahead of gather + ``index_add_`` /
-``scatter_reduce`` / ``segment_reduce``, which also materialise one message per edge.
+``benchmarks/kernels/test_spmm.py`` compares the candidates on an RMAT graph (scale
+18, 7.6M edges) with 2 CPU threads. There, a row-parallel numba CSR kernel is
+1.25x (busy machine) to 2-3x (quiet) faster than ``torch.sparse.mm`` on a CSR
+tensor (MKL) at 128 features and on par at 16; forward + backward it is 1.16x
+ahead of the same autograd Function on torch's kernels and 2x ahead of torch's own
+autograd through a CSR tensor (PyG's path). Gather + ``index_add_`` /
+``scatter_reduce`` / ``segment_reduce`` are 6-12x slower and materialise one
+message per edge.
 So :attr:`Backend.AUTO` picks numba for large CPU kernels (full graphs; see
 :data:`NUMBA_MIN_WORK` for why small ones, e.g. sampled blocks, stay on torch) and
 torch's sparse CSR kernels (cuSPARSE on CUDA) everywhere else. On CPU,
@@ -52,7 +55,7 @@ _NUMBA_DTYPES = (torch.float32, torch.float64)
 # that alternates small numba and torch kernels (sampled training: a few
 # milliseconds each) keeps two thread teams spin-waiting on the same cores, which
 # on a 2-core machine cost more than the kernels. Big full-graph kernels amortise
-# it, and there numba is ~2x faster (bench_spmm).
+# it, and there numba is faster (benchmarks/kernels/test_spmm.py).
 NUMBA_MIN_WORK = 1 << 24
 _state = threading.local()
 

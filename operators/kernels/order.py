@@ -11,7 +11,8 @@ two orders cost differently:
 * the dense product runs over ``num_dst`` rows after aggregation but ``num_src``
   rows before it, which matters for sampled blocks.
 
-``benchmarks/kernels/bench_order.py`` measures both orders; DGL's ``GraphConv``
+``benchmarks/kernels/test_aggregation_order.py`` measures both orders (the model
+picks the faster one in all three GCN cases there); DGL's ``GraphConv``
 makes the same choice by width only.
 
 Examples:
@@ -26,7 +27,7 @@ Examples:
 from __future__ import annotations
 
 # A dense multiply-add costs about this fraction of one gathered sparse element
-# (2 CPU threads, float32; from bench_spmm: ~0.3 s per 7.6M x 128 SpMM against
+# (2 CPU threads, float32; from test_spmm.py: ~0.3 s per 7.6M x 128 SpMM against
 # ~0.05 s per 262k x 128 x 128 GEMM).
 _DENSE_COST = 1.0 / 32
 
