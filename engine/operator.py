@@ -118,8 +118,11 @@ class CheckpointListener(Protocol):
     ``on_checkpoint_complete(n)`` runs on the task's own thread, between items,
     after checkpoint ``n``'s completion marker was written and fsynced: the place to
     release what a resume can no longer need (a log source truncates segments before
-    its offset in ``n``) or to commit a sink's output up to barrier ``n``. A task
-    that has already finished is not told.
+    its offset in ``n``) or to commit a sink's output up to barrier ``n``. Each
+    ``n`` is told at most once, in increasing order, and always *before* the task's
+    next snapshot: so when it runs, the task's latest ``snapshot()`` is the one in
+    checkpoint ``n``. A task that has already finished is not told; a notice lost in
+    a crash is not repeated (the next one covers it).
     """
 
     def on_checkpoint_complete(self, checkpoint: int) -> None:

@@ -277,6 +277,9 @@ def _run_streaming(
         _call(task, "restore", partial(stateful.restore, state), metrics)
 
     def checkpoint(n: int) -> None:
+        told = checkpoints.implied_notice(n) if checkpoints is not None else None
+        if told is not None:
+            notify(told)  # before the next snapshot, even if its notice is late
         started = time.perf_counter()
         if stateful is None:
             _checkpoint(task, emitter, checkpoints, n, None, started, stateful=False)
@@ -289,17 +292,21 @@ def _run_streaming(
         if listener is not None:
             _call(task, "on_checkpoint_complete", partial(listener, n), metrics)
 
+    def notice(n: int) -> None:
+        if checkpoints is not None and checkpoints.accept(n):
+            notify(n)
+
     if not task.inputs:
         between = None
         if checkpoints is not None:
             gate = checkpoints
 
             def between(emitted: bool) -> None:
+                for done in gate.notices():
+                    notice(done)
                 n = gate.due(emitted=emitted)
                 if n is not None:
                     checkpoint(n)
-                for done in gate.notices():
-                    notify(done)
 
         _drain(task, "finish", op.finish, emitter, metrics, between)
         return
@@ -313,7 +320,7 @@ def _run_streaming(
         elif isinstance(message, Barrier):
             checkpoint(message.checkpoint)
         else:
-            notify(message.checkpoint)
+            notice(message.checkpoint)
     _drain(task, "finish", op.finish, emitter, metrics)
 
 

@@ -47,7 +47,10 @@ same ``collect=``; anything else is a :class:`~engine.errors.CheckpointError`).
 *Notification.* After the manifest is durable, each running operator that defines
 ``on_checkpoint_complete(n)`` (:class:`~engine.operator.CheckpointListener`) has it
 called on its own thread, between items: a log source may drop segments before its
-offset in ``n``; a sink may commit output up to barrier ``n``.
+offset in ``n``; a sink may commit output up to barrier ``n``. Notices come once
+each, in order, and before the task's next snapshot, so the task's latest snapshot
+is the one in ``n`` when it is told (the engine tells it early if checkpoint
+``n + 1`` reaches the task before the notice does).
 
 *Resume.* ``execute(p, executor, config=RunConfig(checkpoint=..., resume=True))``
 finds the newest complete checkpoint (incomplete ones are ignored and deleted),

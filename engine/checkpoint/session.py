@@ -57,6 +57,7 @@ class CheckpointSession:
             every_items=self.config.every_items,
             restore_from=self.point.checkpoint,
             entry=self.point.entries.get(index),
+            first_id=self.point.first_id,
         )
 
     def listeners(self) -> list[int]:

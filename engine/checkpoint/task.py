@@ -79,6 +79,7 @@ class TaskCheckpointSpec:
     every_items: int | None = None
     restore_from: int | None = None
     entry: TaskEntry | None = None
+    first_id: int = 1
 
 
 class StateEncodeError(Exception):
@@ -98,6 +99,7 @@ class TaskCheckpoints:
         every_items: A source asks for a checkpoint after this many items.
         restore_from: The checkpoint this run resumed from, if any.
         entry: This task's entry in that checkpoint, if any.
+        first_id: The id of this run's first checkpoint.
     """
 
     def __init__(
@@ -112,6 +114,7 @@ class TaskCheckpoints:
         every_items: int | None = None,
         restore_from: int | None = None,
         entry: TaskEntry | None = None,
+        first_id: int = 1,
     ) -> None:
         self.step = step
         self.shard = shard
@@ -122,6 +125,8 @@ class TaskCheckpoints:
         self.every_items = every_items
         self.restore_from = restore_from
         self.entry = entry
+        self.first_id = first_id
+        self._notified = first_id - 1  # the newest checkpoint this task was told of
         self._count = 0
         self._asked = False
         self._last_poll = 0.0
@@ -146,6 +151,7 @@ class TaskCheckpoints:
             every_items=spec.every_items,
             restore_from=spec.restore_from,
             entry=spec.entry,
+            first_id=spec.first_id,
         )
 
     @property
@@ -182,6 +188,27 @@ class TaskCheckpoints:
             self._asked = False
             return self.link.triggers.popleft()
         return None
+
+    def implied_notice(self, checkpoint: int) -> int | None:
+        """Before the snapshot for ``checkpoint``: the notice it implies, if untold.
+
+        One checkpoint is in flight at a time, so checkpoint ``n`` starting means
+        ``n - 1`` (of this run) completed: the listener hears of it before its next
+        snapshot even when the notice itself is still on its way (it is then
+        dropped by :meth:`accept`).
+        """
+        previous = checkpoint - 1
+        if previous >= self.first_id and previous > self._notified:
+            self._notified = previous
+            return previous
+        return None
+
+    def accept(self, checkpoint: int) -> bool:
+        """Whether a notice is new (notices are told once each, in order)."""
+        if checkpoint <= self._notified:
+            return False
+        self._notified = checkpoint
+        return True
 
     def notices(self) -> list[int]:
         """Completed checkpoints to tell a task without inputs about."""

@@ -349,8 +349,7 @@ class _Hub:
             return self.coordinator.summary()
 
     def _deliver(self, actions: Actions) -> None:
-        for index, checkpoint in actions.triggers:
-            self.links[index].triggers.append(checkpoint)
+        # Notices first: a task hears of n before it is asked for n + 1.
         for checkpoint in actions.completed:
             for index in sorted(self.listeners - self.done):
                 channel = self.channels.get(self.tasks[index].name)
@@ -359,6 +358,8 @@ class _Hub:
                     continue
                 with contextlib.suppress(Cancelled):  # the run is stopping
                     channel.put_control(CheckpointComplete(checkpoint))
+        for index, checkpoint in actions.triggers:
+            self.links[index].triggers.append(checkpoint)
 
 
 class _LocalLink:

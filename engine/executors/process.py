@@ -348,11 +348,12 @@ class _Run:
                 )
                 self.error.__cause__ = exc
             return
-        for source, checkpoint in actions.triggers:
-            self._send(source, pack({"k": "trigger", "n": checkpoint}))
+        # Notices first: a task hears of n before it is asked for n + 1.
         for checkpoint in actions.completed:
             for listener in sorted(self.listeners - self.done):
                 self._send(listener, pack({"k": "complete", "n": checkpoint}))
+        for source, checkpoint in actions.triggers:
+            self._send(source, pack({"k": "trigger", "n": checkpoint}))
 
     def _fail_exit(self, index: int, exitcode: int) -> None:
         how = f"exit code {exitcode}"

@@ -121,20 +121,30 @@ class KillInSnapshot(Operator[int, int]):
 
 
 class Notices(Operator[int, int]):
-    """Writes each completion notice to a file, with whether its manifest existed."""
+    """Logs each notice: its id, whether its manifest existed, snapshots so far."""
 
     def __init__(self, path: str, directory: str) -> None:
         self.path = path
         self.directory = directory
 
+    def open(self, ctx: StepContext) -> None:
+        self.snapshots = 0
+
     def process(self, item: int) -> Iterable[int]:
         time.sleep(0.001)  # long enough for notices to arrive mid-stream
         yield item
 
+    def snapshot(self) -> int:
+        self.snapshots += 1
+        return self.snapshots
+
+    def restore(self, state: int) -> None:
+        self.snapshots = state
+
     def on_checkpoint_complete(self, checkpoint: int) -> None:
         manifest = Path(self.directory) / f"checkpoint-{checkpoint:08d}/MANIFEST.json"
         with open(self.path, "a") as out:
-            out.write(f"{checkpoint} {int(manifest.exists())}\n")
+            out.write(f"{checkpoint} {int(manifest.exists())} {self.snapshots}\n")
 
 
 class Pace(Operator[int, int]):

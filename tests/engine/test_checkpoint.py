@@ -209,12 +209,14 @@ def test_listeners_hear_of_completed_checkpoints(executor: str, tmp_path: Path) 
     assert report is not None
     assert report.last is not None
     heard = [line.split() for line in notices.read_text().splitlines()]
-    ids = [int(n) for n, _ in heard]
+    ids = [int(n) for n, _, _ in heard]
     assert ids, "at least one notice arrived while the step ran"
-    assert ids == sorted(set(ids))
+    assert ids == sorted(set(ids))  # once each, in order
     assert max(ids) <= report.last
-    # Told only once the completion marker was durable.
-    assert all(exists == "1" for _, exists in heard)
+    # Told only once the completion marker was durable...
+    assert all(exists == "1" for _, exists, _ in heard)
+    # ...and before the next snapshot: the latest snapshot is checkpoint n's.
+    assert all(int(n) == int(snapshots) for n, _, snapshots in heard)
 
 
 @pytest.mark.usefixtures("no_leftovers")
