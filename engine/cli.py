@@ -77,7 +77,8 @@ class RunCommand:
             "--checkpoint-every",
             type=int,
             metavar="N",
-            help="start a checkpoint after N items from a source",
+            help="start a checkpoint after N items from a source (default 1000 "
+            "when no --checkpoint-interval is given)",
         )
         group.add_argument(
             "--checkpoint-interval",

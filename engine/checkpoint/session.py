@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import secrets
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from engine.checkpoint.coordinator import CheckpointCoordinator, Gathered
@@ -52,7 +53,8 @@ class CheckpointSession:
     def spec(self, index: int, task: Task) -> TaskCheckpointSpec:
         """Task ``index``'s checkpoint spec."""
         return TaskCheckpointSpec(
-            directory=str(self.config.directory),
+            # Absolute: a fork server's workers keep the cwd it started with.
+            directory=str(self.coordinator.store.directory),
             run=self.run,
             every_items=self.config.every_items,
             restore_from=self.point.checkpoint,
@@ -84,7 +86,7 @@ def begin(
     Raises:
         CheckpointError: See :func:`~engine.checkpoint.resume.prepare`.
     """
-    store = CheckpointStore(config.directory)
+    store = CheckpointStore(Path(config.directory).resolve())
     store.directory.mkdir(parents=True, exist_ok=True)
     point = prepare(store, tasks, resume=resume)
     for key, items in point.gathered.items():
