@@ -207,7 +207,11 @@ class LayerStep(Operator[Item, Item]):
     def _flush(self, deltas: list[LayerDelta]) -> Iterator[Item]:
         assert self.layer is not None
         for delta in deltas:
+            before = dict(self.layer.stats)
             out = self.layer.apply(delta)
+            for name, value in self.layer.stats.items():
+                self.ctx.metrics.counter(name).inc(value - before[name])
+            self.ctx.metrics.counter("updates").inc(delta.updates)
             if self.ctx.shard != 0:  # bookkeeping travels through shard 0 only
                 out = LayerDelta(
                     src=out.src,

@@ -115,6 +115,44 @@ class Adaptive:
 Window = Immediate | Count | Tumbling | Session | Adaptive
 
 
+def parse_window(text: str) -> Window:
+    """A window from text, as job parameters give it.
+
+    Forms: ``immediate``, ``count:N``, ``tumbling:N`` (offsets),
+    ``tumbling-time:MS``, ``session:GAP_MS``, ``adaptive:MIN_GAP_MS:HORIZON_MS``;
+    append ``@MAX_LATENCY_MS`` for a latency cap.
+
+    Examples:
+        >>> parse_window("count:1000")
+        Count(n=1000, max_latency_ms=None, max_pending=None)
+        >>> parse_window("session:25@200")
+        Session(gap_ms=25, max_latency_ms=200, max_pending=None)
+
+    Raises:
+        ValueError: for an unknown kind or a malformed number.
+    """
+    body, _, cap = text.strip().partition("@")
+    kind, *args = body.split(":")
+    numbers = [int(a) for a in args]
+    latency = int(cap) if cap else None
+    kind = kind.lower()
+    if kind == "immediate" and not numbers:
+        return Immediate(max_latency_ms=latency)
+    if kind == "count" and len(numbers) == 1:
+        return Count(numbers[0], max_latency_ms=latency)
+    if kind in ("tumbling", "tumbling-time") and len(numbers) == 1:
+        on = "offset" if kind == "tumbling" else "event_time"
+        return Tumbling(numbers[0], on=on, max_latency_ms=latency)
+    if kind == "session" and len(numbers) == 1:
+        return Session(numbers[0], max_latency_ms=latency)
+    if kind == "adaptive" and len(numbers) == 2:
+        return Adaptive(numbers[0], numbers[1], max_latency_ms=latency)
+    raise ValueError(
+        f"window: expected immediate, count:N, tumbling:N, tumbling-time:MS, "
+        f"session:GAP, adaptive:MIN:HORIZON (optionally @MAX_LATENCY_MS), got {text!r}"
+    )
+
+
 class WindowBuffer:
     """Buffers a layer's inputs and releases them as flushes (module docstring).
 

@@ -1,0 +1,492 @@
+"""Ingestion: a pyzmq endpoint that validates update batches, logs them, acks them.
+
+**Protocol** (a ROUTER socket, bound to ``tcp://127.0.0.1:5555`` by default;
+clients use DEALER sockets, see :class:`~operators.streaming.client.IngestClient`).
+A request is two frames:
+
+1. a JSON header: ``{"producer": "<id>", "seq": <int>}`` (``seq`` increases per
+   producer; a resend repeats it), or ``{"type": "end", "producer": "<id>"}`` when a
+   producer is done, or ``{"type": "ping"}``;
+2. an Arrow IPC stream holding the update batch, in the ``storage.updates`` schema
+   (``kind`` int8, ``src``/``dst``/``node`` int64, optional ``feature``
+   fixed-size list of float32, ``event_time`` int64 ms).
+
+Each batch is checked (frame count and size, header, Arrow decoding, then
+``validate_updates``: schema, kinds, id range, feature width, row and byte
+limits), appended to the :class:`~storage.UpdateLog` with its ``(producer, seq)``
+(group commit: one fsync for every batch received together), and only then
+acknowledged with one JSON frame ``{"ok": true, "seq", "first_offset",
+"last_offset", "duplicate"}``. A resend of a logged ``seq`` is acknowledged with
+the original offsets and logged nothing (``duplicate: true``), so a producer may
+resend until acknowledged and every batch enters the log exactly once. A bad frame
+gets ``{"ok": false, "seq", "error": "<reason>"}``, is counted by reason, and the
+endpoint keeps serving; a full log answers ``"retry": true``.
+
+:class:`IngestServer` is the endpoint itself (usable alone: benchmarks, tools);
+:class:`ZmqIngest` is the source step that runs one and emits the logged batches.
+
+Examples:
+    >>> import tempfile, numpy as np
+    >>> from storage import UpdateLog, edge_updates
+    >>> from operators.streaming.client import IngestClient
+    >>> log = UpdateLog(tempfile.mkdtemp() + "/log")
+    >>> server = IngestServer(log, "tcp://127.0.0.1:*")
+    >>> client = IngestClient(server.endpoint, producer_id="doc")
+    >>> client.submit(edge_updates([0, 1], [1, 2], event_time=0), seq=1)
+    >>> accepted = server.serve_once(timeout_ms=1000)
+    >>> [(a.first_offset, a.batch.num_rows) for a in accepted]
+    [(0, 2)]
+    >>> client.receive(timeout_ms=1000)["first_offset"]
+    0
+    >>> client.close(); server.close(); log.close()
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+import time
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import zmq
+
+from engine.operator import Operator, StepContext
+from operators.streaming.items import TICK, UPDATES
+from operators.streaming.setup import Setup, init_item
+from operators.streaming.windows import wall_ms
+from storage import (
+    LogConfig,
+    LogError,
+    LogFullError,
+    StorageError,
+    UpdateLimits,
+    UpdateLog,
+    validate_updates,
+)
+
+try:  # the engine's idle marker (checkpoints while a source waits)
+    from engine.operator import IDLE as _IDLE
+except ImportError:  # pragma: no cover - older engine
+    _IDLE = None
+
+DEFAULT_ENDPOINT = "tcp://127.0.0.1:5555"
+
+
+@dataclass(frozen=True, slots=True)
+class Accepted:
+    """A batch appended to the log (new, not a resend)."""
+
+    first_offset: int
+    batch: pa.RecordBatch
+    arrival_ms: int
+
+
+class IngestServer:
+    """The ingestion endpoint (see the module docstring).
+
+    Args:
+        log: The log to append to (the server writes; nobody else may).
+        endpoint: Where to bind; ``tcp://127.0.0.1:*`` picks a free port
+            (:attr:`endpoint` holds the real one).
+        limits: What a batch must satisfy (``validate_updates``).
+        max_frame_bytes: Larger payloads are refused before decoding; far larger
+            messages are cut by the transport (``ZMQ_MAXMSGSIZE``), so memory
+            stays bounded whatever a client sends.
+        max_group: Most batches appended with one fsync.
+    """
+
+    def __init__(
+        self,
+        log: UpdateLog,
+        endpoint: str = DEFAULT_ENDPOINT,
+        *,
+        limits: UpdateLimits | None = None,
+        max_frame_bytes: int = 16 << 20,
+        max_group: int = 64,
+    ) -> None:
+        self.log = log
+        self.limits = limits or UpdateLimits()
+        self.max_frame_bytes = max_frame_bytes
+        self.max_group = max_group
+        self.context = zmq.Context.instance()
+        self.socket = self.context.socket(zmq.ROUTER)
+        self.socket.setsockopt(zmq.LINGER, 0)
+        self.socket.setsockopt(zmq.RCVHWM, 256)
+        self.socket.setsockopt(zmq.MAXMSGSIZE, 4 * max_frame_bytes + 4096)
+        self.socket.bind(endpoint)
+        self.endpoint = self.socket.getsockopt_string(zmq.LAST_ENDPOINT)
+        self.accepted_batches = 0
+        self.accepted_rows = 0
+        self.duplicates = 0
+        self.rejected: Counter[str] = Counter()
+        self.requests = 0
+        self.producers: set[str] = set()
+        self.ended: set[str] = set()
+
+    def serve_once(self, timeout_ms: int = 100) -> list[Accepted]:
+        """Wait up to ``timeout_ms`` for requests; handle every one received.
+
+        Returns:
+            The new batches now in the log, in offset order (resends excluded).
+        """
+        if not self.socket.poll(timeout_ms):
+            return []
+        requests = []
+        while len(requests) < self.max_group:
+            try:
+                requests.append(self.socket.recv_multipart(zmq.NOBLOCK, copy=False))
+            except zmq.Again:
+                break
+        self.requests += len(requests)
+        arrival = wall_ms()
+        replies: list[tuple[bytes, dict[str, Any]]] = []
+        pending: list[tuple[bytes, int, str, pa.RecordBatch]] = []
+        for frames in requests:
+            peer = bytes(frames[0].buffer)
+            parsed = self._parse(frames[1:])
+            if isinstance(parsed, dict):
+                replies.append((peer, parsed))
+            else:
+                pending.append((peer, *parsed))
+        accepted = self._append(pending, replies, arrival)
+        for peer, reply in replies:
+            self._reply(peer, reply)
+        return accepted
+
+    def _reject(self, reason: str, seq: Any, detail: str) -> dict[str, Any]:
+        self.rejected[reason] += 1
+        return {"ok": False, "seq": seq, "error": f"{reason}: {detail}"}
+
+    def _parse(
+        self, frames: list[Any]
+    ) -> dict[str, Any] | tuple[int, str, pa.RecordBatch]:
+        """A ``(seq, producer, batch)`` to log, or the reply to send right away."""
+        if not frames or len(frames) > 2:
+            return self._reject("frames", None, f"expected 2 frames, got {len(frames)}")
+        try:
+            header = json.loads(bytes(frames[0].buffer))
+        except (UnicodeDecodeError, ValueError) as exc:
+            return self._reject("header", None, f"not JSON ({exc})")
+        if not isinstance(header, dict):
+            return self._reject("header", None, "expected a JSON object")
+        kind = header.get("type", "batch")
+        if kind == "ping":
+            return {"ok": True, "type": "pong", "next_offset": self.log.next_offset}
+        producer = header.get("producer")
+        seq = header.get("seq")
+        if not isinstance(producer, str) or not producer or len(producer) > 256:
+            return self._reject("header", seq, "expected a producer id (1-256 chars)")
+        if kind == "end":
+            self.ended.add(producer)
+            return {"ok": True, "type": "end", "producer": producer}
+        if (
+            kind != "batch"
+            or not isinstance(seq, int)
+            or isinstance(seq, bool)
+            or seq < 0
+        ):
+            return self._reject("header", seq, "expected an integer seq >= 0")
+        if len(frames) != 2:
+            return self._reject("frames", seq, "expected a header and an Arrow frame")
+        self.producers.add(producer)
+        payload = frames[1].buffer
+        if len(payload) > self.max_frame_bytes:
+            return self._reject(
+                "size", seq, f"{len(payload)} bytes > limit {self.max_frame_bytes}"
+            )
+        try:
+            with pa.ipc.open_stream(pa.py_buffer(payload)) as reader:
+                table = reader.read_all()
+            table.validate(full=True)  # corrupt buffers must not reach compute kernels
+            batch = validate_updates(table, self.limits)
+        except StorageError as exc:
+            return self._reject("invalid", seq, str(exc))
+        except Exception as exc:  # untrusted bytes: any decoding failure is a reject
+            return self._reject("arrow", seq, (str(exc) or type(exc).__name__)[:200])
+        return seq, producer, batch
+
+    def _append(
+        self,
+        pending: list[tuple[bytes, int, str, pa.RecordBatch]],
+        replies: list[tuple[bytes, dict[str, Any]]],
+        arrival: int,
+    ) -> list[Accepted]:
+        if not pending:
+            return []
+        items = [(batch, producer, seq) for _, seq, producer, batch in pending]
+        try:
+            results = self.log.append_many(items)
+        except LogFullError as exc:  # retryable: the producer resends later
+            for peer, seq, *_ in pending:
+                self.rejected["full"] += 1
+                replies.append(
+                    (
+                        peer,
+                        {
+                            "ok": False,
+                            "seq": seq,
+                            "retry": True,
+                            "error": f"full: {exc}",
+                        },
+                    )
+                )
+            return []
+        except LogError:  # e.g. a seq below the high-water mark, truncated away
+            return self._append_one_by_one(pending, replies, arrival)
+        return self._acks(pending, results, replies, arrival)
+
+    def _append_one_by_one(
+        self,
+        pending: list[tuple[bytes, int, str, pa.RecordBatch]],
+        replies: list[tuple[bytes, dict[str, Any]]],
+        arrival: int,
+    ) -> list[Accepted]:
+        accepted: list[Accepted] = []
+        for item in pending:
+            peer, seq, producer, batch = item
+            try:
+                result = self.log.append(batch, producer_id=producer, seq=seq)
+            except LogFullError as exc:
+                self.rejected["full"] += 1
+                replies.append(
+                    (
+                        peer,
+                        {
+                            "ok": False,
+                            "seq": seq,
+                            "retry": True,
+                            "error": f"full: {exc}",
+                        },
+                    )
+                )
+                continue
+            except LogError as exc:
+                high = self.log.high_water(producer)
+                if high is not None and seq <= high:  # delivered, then truncated
+                    self.duplicates += 1
+                    replies.append(
+                        (
+                            peer,
+                            {
+                                "ok": True,
+                                "seq": seq,
+                                "duplicate": True,
+                                "first_offset": -1,
+                                "last_offset": -1,
+                            },
+                        )
+                    )
+                else:
+                    replies.append((peer, self._reject("log", seq, str(exc))))
+                continue
+            accepted += self._acks([item], [result], replies, arrival)
+        return accepted
+
+    def _acks(
+        self,
+        pending: list[tuple[bytes, int, str, pa.RecordBatch]],
+        results: list[Any],
+        replies: list[tuple[bytes, dict[str, Any]]],
+        arrival: int,
+    ) -> list[Accepted]:
+        accepted = []
+        for (peer, seq, _, batch), result in zip(pending, results, strict=True):
+            replies.append(
+                (
+                    peer,
+                    {
+                        "ok": True,
+                        "seq": seq,
+                        "first_offset": result.first_offset,
+                        "last_offset": result.last_offset,
+                        "duplicate": result.duplicate,
+                    },
+                )
+            )
+            if result.duplicate:
+                self.duplicates += 1
+                continue
+            self.accepted_batches += 1
+            self.accepted_rows += batch.num_rows
+            accepted.append(Accepted(result.first_offset, batch, arrival))
+        return accepted
+
+    def _reply(self, peer: bytes, reply: dict[str, Any]) -> None:
+        try:
+            self.socket.send_multipart([peer, json.dumps(reply).encode()], zmq.NOBLOCK)
+        except zmq.Again:  # a peer that does not read its acks: it will resend
+            self.rejected["unsent_reply"] += 1
+
+    def counters(self) -> dict[str, int]:
+        """Accepted, duplicate and rejected counts (rejections by reason)."""
+        out = {
+            "accepted_batches": self.accepted_batches,
+            "accepted_rows": self.accepted_rows,
+            "duplicates": self.duplicates,
+            "rejected": sum(self.rejected.values()),
+        }
+        out.update({f"rejected_{k}": v for k, v in sorted(self.rejected.items())})
+        return out
+
+    def close(self) -> None:
+        """Close the socket (the log stays open: its owner closes it)."""
+        self.socket.close(linger=0)
+
+
+class ZmqIngest(Operator[None, dict[str, Any]]):
+    """A source step serving an :class:`IngestServer`; emits what it logs.
+
+    Before serving it emits the ``init`` item of ``setup`` (if given, once) and
+    replays the log from its position: rows logged before a crash but not yet
+    processed. It is ``Stateful`` (the next offset to emit) and, once a checkpoint
+    is durable, truncates log segments below that checkpoint's offset.
+
+    It stops after ``max_updates`` log rows, once every producer that said hello
+    sent ``end`` (with ``stop_on_end``), or after ``idle_timeout_s`` without a
+    request (once something arrived).
+
+    Args:
+        log_path: The log directory (created if missing; empty: a temporary one,
+            which a resumed run cannot find).
+        endpoint: Where to bind (loopback by default).
+        setup: The starting graph and model, sent first, or None.
+        limits: Validation limits of incoming batches.
+        max_frame_bytes: Largest accepted payload.
+        max_updates: Stop once the log holds this many rows.
+        stop_on_end: Stop when a producer sends ``end``.
+        idle_timeout_s: Stop after this long without a request.
+        tick_ms: Emit a ``tick`` this often while idle.
+        segment_bytes: Log segment size.
+    """
+
+    def __init__(
+        self,
+        log_path: str | Path,
+        endpoint: str = DEFAULT_ENDPOINT,
+        *,
+        setup: Setup | None = None,
+        limits: UpdateLimits | None = None,
+        max_frame_bytes: int = 16 << 20,
+        max_updates: int | None = None,
+        stop_on_end: bool = True,
+        idle_timeout_s: float | None = None,
+        tick_ms: int = 100,
+        segment_bytes: int = 64 << 20,
+    ) -> None:
+        self.log_path = str(log_path)
+        self.endpoint = endpoint
+        self.setup = setup
+        self.limits = limits
+        self.max_frame_bytes = max_frame_bytes
+        self.max_updates = max_updates
+        self.stop_on_end = stop_on_end
+        self.idle_timeout_s = idle_timeout_s
+        self.tick_ms = tick_ms
+        self.segment_bytes = segment_bytes
+        self.offset = 0
+        self.init_sent = False
+        self._checkpointed: list[int] = []
+        self._log: UpdateLog | None = None
+        self._ctx: StepContext | None = None
+
+    def open(self, ctx: StepContext) -> None:
+        """Remember the context."""
+        self._ctx = ctx
+
+    def finish(self) -> Iterator[Any]:
+        """Emit ``init``, replay the log's unprocessed rows, then serve."""
+        if self.setup is not None and not self.init_sent:
+            item = init_item(self.setup.load())
+            self.init_sent = True
+            yield item
+        if not self.log_path:  # no directory given: a fresh temporary log
+            self.log_path = str(Path(tempfile.mkdtemp(prefix="strata-ingest-")) / "log")
+        config = LogConfig(segment_bytes=self.segment_bytes, limits=None)  # validated
+        self._log = UpdateLog(self.log_path, config)
+        try:
+            for first, batch in self._log.read(self.offset):
+                self.offset = first + batch.num_rows
+                yield _updates(first, batch, wall_ms())
+            server = IngestServer(
+                self._log,
+                self.endpoint,
+                limits=self.limits,
+                max_frame_bytes=self.max_frame_bytes,
+            )
+            try:
+                yield from self._serve(server)
+            finally:
+                self._count(server)
+                server.close()
+        finally:
+            self._log.close()
+            self._log = None
+
+    def _serve(self, server: IngestServer) -> Iterator[Any]:
+        last_request = time.monotonic()
+        last_tick = wall_ms()
+        handled = 0
+        while not self._finished(server):
+            accepted = server.serve_once(timeout_ms=min(self.tick_ms, 50))
+            now = time.monotonic()
+            if server.requests != handled:
+                handled, last_request = server.requests, now
+            for item in accepted:
+                self.offset = item.first_offset + item.batch.num_rows
+                yield _updates(item.first_offset, item.batch, item.arrival_ms)
+            if accepted:
+                continue
+            idle = now - last_request
+            if (
+                handled
+                and self.idle_timeout_s is not None
+                and idle >= self.idle_timeout_s
+            ):
+                return
+            if wall_ms() - last_tick >= self.tick_ms:
+                last_tick = wall_ms()
+                yield {"kind": TICK, "now_ms": last_tick}
+            if _IDLE is not None:
+                yield _IDLE
+
+    def _finished(self, server: IngestServer) -> bool:
+        if self.max_updates is not None and self.offset >= self.max_updates:
+            return True
+        # every producer that sent a batch said it is done
+        return (
+            self.stop_on_end and bool(server.ended) and server.producers <= server.ended
+        )
+
+    def _count(self, server: IngestServer) -> None:
+        if self._ctx is not None:
+            for name, value in server.counters().items():
+                self._ctx.metrics.counter(name).inc(value)
+
+    # ------------------------------------------------------------------ state
+    def snapshot(self) -> dict[str, Any]:
+        """The next offset to emit, and whether ``init`` was sent."""
+        self._checkpointed.append(self.offset)
+        del self._checkpointed[:-4]
+        return {"offset": self.offset, "init_sent": self.init_sent}
+
+    def restore(self, state: dict[str, Any]) -> None:
+        """Continue from a snapshot (the log's later rows are replayed first)."""
+        self.offset = int(state["offset"])
+        self.init_sent = bool(state["init_sent"])
+
+    def on_checkpoint_complete(self, checkpoint: int) -> None:
+        """Drop log segments a resume from this checkpoint cannot need."""
+        if self._log is not None and self._checkpointed:
+            self._log.truncate_before(self._checkpointed[-1])
+
+    def __repr__(self) -> str:
+        return f"ZmqIngest({self.endpoint!r}, log={self.log_path!r})"
+
+
+def _updates(first: int, batch: pa.RecordBatch, arrival_ms: int) -> dict[str, Any]:
+    return {"kind": UPDATES, "batch": batch, "offset": first, "arrival_ms": arrival_ms}
