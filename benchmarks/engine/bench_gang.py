@@ -1,7 +1,12 @@
 """Gang start-up time by world size and start method, and a 1-vs-2-worker smoke.
 
     .venv/bin/python -m pytest benchmarks/engine/bench_gang.py --benchmark-only -s
-    .venv/bin/python benchmarks/engine/bench_gang.py        # a summary table
+    cd benchmarks/engine && ../../.venv/bin/python bench_gang.py   # a summary table
+
+Run the script from its own folder (or with ``PYTHONPATH=benchmarks/engine``): the
+fork server imports the main script once for all workers, but its ``sys.path``
+lacks the script's folder, so from elsewhere ``import gang_work`` fails there and
+every worker re-runs the script instead (~0.15 s more per worker).
 
 Start-up is launch until every rank joined the process group (``startup_s`` of the
 report); the benchmark's own time is a whole trivial gang: start, run, gather,
