@@ -6,6 +6,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import pytest
 import torch
+import torch.nn.functional as F
 from scipy.stats import chisquare
 
 from operators.errors import OperatorError
@@ -319,3 +320,22 @@ def test_hand_made_blocks_are_validated():
             np.array([0, 1]),
             num_dst=3,
         )
+
+
+def test_in_place_relu_changes_no_gradient(make_graph):
+    # BasicGNN applies F.relu in place; a non-identical ReLU takes the plain path.
+    graph = make_graph(num_nodes=40, num_edges=200, seed=9)
+    x = torch.randn(40, 6)
+    for cls in (GCN, GraphSAGE, GAT, GIN):
+        torch.manual_seed(0)
+        fast = cls(6, 8, 3, num_layers=3, act=F.relu)
+        torch.manual_seed(0)
+        plain = cls(6, 8, 3, num_layers=3, act=lambda t: torch.relu(t))
+        plain.load_state_dict(fast.state_dict())
+        out_fast, out_plain = fast(graph, x), plain(graph, x)
+        torch.testing.assert_close(out_fast, out_plain)
+        out_fast.square().sum().backward()
+        out_plain.square().sum().backward()
+        grads = dict(plain.named_parameters())
+        for name, p in fast.named_parameters():
+            torch.testing.assert_close(p.grad, grads[name].grad)
