@@ -156,3 +156,10 @@ def test_workers_exit_when_the_parent_is_killed(tmp_path: Path) -> None:
         parent.wait()
     _, alive = psutil.wait_procs(workers, timeout=10)
     assert not alive, f"workers outlived their parent: {alive}"
+
+
+def test_arguments_that_cannot_be_sent_fail_before_any_rank_runs(
+    no_leftovers: None,
+) -> None:
+    with pytest.raises(GangError, match="arguments that can be sent to rank 0"):
+        run_gang(gw.sleep_on, GangSpec(workers=2), rank=0, seconds=threading.Lock())

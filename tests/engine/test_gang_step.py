@@ -37,3 +37,14 @@ def test_failed_gang_fails_the_step_with_the_gang_error_chained(
     assert error.__cause__.rank == 1
     assert "worker rank 1" in str(error.__cause__)
     assert "in step 'trainer'" in str(error.__cause__)
+
+
+def test_two_gang_steps_run_side_by_side(no_leftovers: None) -> None:
+    p = Pipeline("two-gangs")
+    p.step("data", gw.make_data, n=6)
+    for name in ("left", "right"):
+        p.step(name, gang_step(gw.train_share, GangSpec(workers=2)), "data", epochs=1)
+        p.step(f"{name}_summary", gw.summarize, name)
+    p.record("left_summary")
+    result = execute(p, "local")  # independent steps: two gangs at once
+    assert result.outputs["totals"] == [15.0, 15.0]
