@@ -15,7 +15,7 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 run: $(STAMP)
-	$(BIN)/strata run jobs/degree_stats.py --report run-report.json
+	$(BIN)/strata run jobs/cora_gcn.py --report run-report.json
 
 test: $(STAMP)
 	$(BIN)/ruff check .

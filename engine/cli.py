@@ -227,7 +227,13 @@ def _build(args: argparse.Namespace) -> tuple[Any, Pipeline, dict[str, Any]] | i
         name: values.get(name, param.default)
         for name, param in parameters(module.build).items()
     }
-    pipeline = module.build(**values)
+    try:
+        pipeline = module.build(**values)
+    except ValueError as error:
+        # A job rejecting a parameter value (e.g. an unknown model name) is a usage
+        # error: report its message, not a traceback.
+        print(f"{prog}: {args.job}.build(): {error}", file=sys.stderr)
+        return EXIT_USAGE
     if not isinstance(pipeline, Pipeline):
         got = type(pipeline).__qualname__
         print(

@@ -99,3 +99,17 @@ def _help(capsys: pytest.CaptureFixture[str], commands: list[LazyCommand]) -> st
     capsys.readouterr()
     assert main(["--help"], commands) == 0
     return capsys.readouterr().out
+
+
+def test_job_rejecting_a_value_is_a_usage_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    job = tmp_path / "picky_job.py"
+    job.write_text(
+        "def build(mode: str = 'a'):\n"
+        "    raise ValueError(f'mode: expected a or b, got {mode!r}')\n"
+    )
+    assert main(["run", str(job), "--set", "mode=c"]) == 2
+    err = capsys.readouterr().err
+    assert "build(): mode: expected a or b, got 'c'" in err
+    assert "Traceback" not in err
