@@ -45,13 +45,14 @@ class WeightedCSR:
     Attributes:
         xadj: ``(n + 1,)`` int64 row offsets.
         adjncy: neighbour ids (int32), both directions of every edge.
-        adjwgt: ``(nnz,)`` int64 edge weights (symmetric).
+        adjwgt: ``(nnz,)`` edge weights (symmetric): int32 while the total weight
+            fits (coarse levels only merge weights), else int64.
         vwgt: ``(n,)`` int64 vertex weights.
     """
 
     xadj: Int64Array
     adjncy: Int32Array
-    adjwgt: Int64Array
+    adjwgt: Int32Array | Int64Array
     vwgt: Int64Array
 
     @property
@@ -163,10 +164,13 @@ def prepare(
     """Validate the input; return the simple graph and its :class:`WeightedCSR`."""
     simple = check_graph(graph, k, where)
     vwgt = check_node_weights(node_weights, simple.num_nodes, where)
+    adjwgt: Int32Array | Int64Array
     if simple.edge_weight is None:
-        adjwgt = np.ones(simple.num_edges, dtype=np.int64)
+        adjwgt = np.ones(simple.num_edges, dtype=np.int32)
     else:
         adjwgt = to_int_weights(simple.edge_weight, "edge_weight", where)
+        if adjwgt.sum() < np.iinfo(np.int32).max:  # coarse weights sum up to it
+            adjwgt = adjwgt.astype(np.int32)
     # Writable copies: numba compiles read-only arrays (CSRGraph freezes its own)
     # as a separate type, and coarse levels are writable, so one array type keeps
     # one compiled specialisation per kernel.

@@ -383,7 +383,7 @@ def contract(
     cxadj = np.zeros(cn + 1, dtype=np.int64)
     cvwgt = np.empty(cn, dtype=np.int64)
     buf_adj = np.empty(xadj[n], dtype=np.int32)
-    buf_wgt = np.empty(xadj[n], dtype=np.int64)
+    buf_wgt = np.empty(xadj[n], dtype=adjwgt.dtype)
     slot = np.full(cn, -1, dtype=np.int64)
     nedges = 0
     c = 0

@@ -573,7 +573,7 @@ def split_graph(
                 if where[adjncy[e]] == side:
                     nnz += 1
     sa = np.empty(nnz, dtype=np.int32)
-    sw = np.empty(nnz, dtype=np.int64)
+    sw = np.empty(nnz, dtype=adjwgt.dtype)
     pos = 0
     for v in range(n):
         r = rename[v]

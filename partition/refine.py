@@ -41,20 +41,30 @@ Examples:
     >>> cut = refiner.refine_arrays(g, where, new_state(0))
     >>> cut < 20, bool(np.bincount(where).max() <= 11)
     (True, True)
+    >>> from partition.streaming import LDGPartitioner        # LDG, then refinement
+    >>> ring = CSRGraph.from_edges(np.arange(200), (np.arange(200) + 1) % 200)
+    >>> ldg = LDGPartitioner(k=4).partition(ring)
+    >>> better = GreedyKWayRefiner(k=4).refine(ring, ldg)
+    >>> better.report.method, better.report.edge_cut <= ldg.report.edge_cut
+    ('ldg+refine', True)
 """
 
 from __future__ import annotations
 
 import math
+import time
 from dataclasses import dataclass
 
 import numpy as np
 
-from partition._graph import WeightedCSR, part_cap
+from partition._graph import WeightedCSR, edge_cut_partition, part_cap, prepare
 from partition._jit import njit
 from partition._pq import pq_delete, pq_insert, pq_new, pq_pop, pq_update
-from partition._rng import shuffle
+from partition._rng import new_state, shuffle
 from partition._types import Int32Array
+from partition.errors import PartitionError
+from partition.types import Partition
+from storage import CSRGraph
 
 _NOT_PRESENT = 0
 _PRESENT = 1
@@ -642,6 +652,36 @@ class GreedyKWayRefiner:
     imbalance: float = 0.03
     passes: int = 10
     seed: int = 0
+
+    def refine(self, graph: CSRGraph, part: Partition) -> Partition:
+        """Refine an edge-cut partition of ``graph`` (e.g. LDG's) into a new one.
+
+        Raises:
+            PartitionError: on bad input, or a partition of another graph or k.
+        """
+        where_ = "GreedyKWayRefiner"
+        simple, wgraph = prepare(graph, self.k, None, where_)
+        if part.k != self.k or part.assignment.shape != (wgraph.num_nodes,):
+            raise PartitionError.build(
+                "part",
+                where_,
+                f"an edge-cut partition of this graph into {self.k}",
+                f"k={part.k}, {part.assignment.shape[0]} vertices",
+            )
+        start = time.perf_counter()
+        where = np.array(part.assignment, dtype=np.int32)
+        self.refine_arrays(wgraph, where, new_state(self.seed))
+        seconds = time.perf_counter() - start
+        return edge_cut_partition(
+            method=f"{part.report.method}+refine",
+            k=self.k,
+            seed=self.seed,
+            simple=simple,
+            assignment=where,
+            seconds=seconds,
+            phase_seconds={"refine": seconds},
+            config=self,
+        )
 
     def refine_arrays(
         self, graph: WeightedCSR, where: Int32Array, state: np.ndarray

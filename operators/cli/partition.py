@@ -77,7 +77,7 @@ def make_partitioner(
     if method == "metis":
         return MultilevelPartitioner(k, imbalance, seed=seed)
     if method == "grem":
-        return GremPartitioner(k, imbalance, passes=passes or 3, seed=seed)
+        return GremPartitioner(k, imbalance, passes=passes or 5, seed=seed)
     if method == "ldg":
         return LDGPartitioner(k, imbalance, passes=passes or 1, seed=seed)
     if method == "fennel":
