@@ -11,10 +11,10 @@ writable; what a worker writes, the parent reads after the gang.
 Lifetime:
 
 * The creating process *owns* the segment: :meth:`close` (or leaving the ``with``
-  block) unlinks its name, so no later process can map it; memory is freed when
-  the last mapping goes away. Mappings outlive ``close`` while tensors viewing
-  them are alive (a tensor keeps its mapping), so ``close`` never invalidates a
-  tensor.
+  block, or the owner object being garbage-collected) unlinks its name, so no
+  later process can map it; memory is freed when the last mapping goes away.
+  Mappings outlive ``close`` while tensors viewing them are alive (a tensor keeps
+  its mapping), so ``close`` never invalidates a tensor.
 * A worker that dies simply drops its mapping: nothing to clean up.
 * If the owner itself is killed before ``close``, multiprocessing's resource
   tracker (a helper process that outlives it) unlinks the name when the process
@@ -45,6 +45,7 @@ import mmap
 import os
 import secrets
 import tempfile
+import weakref
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from multiprocessing import resource_tracker
@@ -83,7 +84,8 @@ class SharedTensors(Mapping[str, "torch.Tensor"]):
         self.path = path
         self.size = size
         self._slots = dict(slots)
-        self._owner = owner
+        # The owner unlinks on close(), or when it is garbage-collected.
+        self._unlink = weakref.finalize(self, _unlink, path) if owner else None
         self._map: mmap.mmap | None = None
         self._views: dict[str, torch.Tensor] = {}
 
@@ -166,11 +168,8 @@ class SharedTensors(Mapping[str, "torch.Tensor"]):
     def close(self) -> None:
         """Unlink the segment (owner only); tensors already viewed stay valid."""
         self._views.clear()
-        if self._owner and os.path.exists(self.path):
-            os.unlink(self.path)
-            if os.path.dirname(self.path) == _SHM_DIR:
-                resource_tracker.unregister(_tracker_name(self.path), "shared_memory")
-        self._owner = False
+        if self._unlink is not None:
+            self._unlink()  # runs once, however often close() is called
         self._map = None  # unmapped once the last tensor viewing it is gone
 
     def __enter__(self) -> SharedTensors:
@@ -205,6 +204,13 @@ class SharedTensors(Mapping[str, "torch.Tensor"]):
             self._map, dtype=dtype, count=slot.numel, offset=slot.offset
         )
         return flat.view(slot.shape)
+
+
+def _unlink(path: str) -> None:
+    if os.path.exists(path):
+        os.unlink(path)
+        if os.path.dirname(path) == _SHM_DIR:
+            resource_tracker.unregister(_tracker_name(path), "shared_memory")
 
 
 def _tracker_name(path: str) -> str:

@@ -153,8 +153,9 @@ class GangSupervisor:
                         self.name,
                         f"arguments that can be sent to rank {rank}",
                         f"{type(exc).__name__}: {exc}",
-                        "tensors are shared one file descriptor each (at most ~250 "
-                        "per worker); pack many arrays into one SharedTensors.",
+                        "arguments are pickled (CPU tensors are shared instead, one "
+                        "file descriptor each, at most ~250 per worker): pass "
+                        "picklable values, and many arrays as one SharedTensors.",
                     ) from exc
                 finally:
                     writer.close()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import glob
 import os
 import pickle
@@ -94,3 +95,12 @@ def test_segment_of_a_killed_owner_is_unlinked_by_the_resource_tracker() -> None
         time.sleep(0.05)
     assert not os.path.exists(path)
     assert "leaked shared_memory" in owner.stderr
+
+
+def test_an_owner_dropped_without_close_unlinks_its_segment() -> None:
+    shared = SharedTensors.zeros({"x": ((8,), torch.float32)})
+    path = shared.path
+    assert os.path.exists(path)
+    del shared
+    gc.collect()
+    assert not os.path.exists(path)
