@@ -1,10 +1,12 @@
 """How gang workers are started: a fork server with torch preloaded.
 
-Measured on the 2-core dev box (``benchmarks/engine/bench_gang.py``): ``spawn``
-imports torch in every worker, 4-5 s each, so a 4-worker gang takes ~17 s to start;
-forking from a server that imported torch once starts the same gang in ~0.15 s
-(the server's own start costs one torch import, paid once per process). Forking
-the parent directly is unsafe once torch, OpenMP or zmq started threads.
+Measured on the shared 2-core dev box (``benchmarks/engine/bench_gang.py``; start-up
+is launch until every rank joined the group): ``spawn`` imports torch in every
+worker, so 1, 2 and 4 workers take 2.4-3.7, 4.9-8.9 and 7.7-17.7 s; forking from a
+server that imported torch once takes 0.03, 0.05 and 0.09 s (0.05, 0.08 and 0.15 s
+for a whole trivial gang). The server's own start costs one torch import (2.5-5 s),
+once per process. Forking the parent directly is unsafe once torch, OpenMP or zmq
+started threads.
 
 The gang shares multiprocessing's fork server with the process executor (one
 server per process, whoever starts it first sets its preload list), using the
