@@ -1,0 +1,144 @@
+"""Counter-based dropout: the mask of a row is a function of its global id.
+
+Partition-parallel and chunked training compute a layer's input rows in many
+places (on the worker that owns a row, on every worker whose halo holds it, once
+more when backward recomputes it). ``torch.nn.functional.dropout`` draws from a
+stateful generator, so each of those places would draw a different mask and the
+result would depend on the worker count. Here the keep/drop bit of element
+``(v, j)`` of layer ``l``'s input in epoch ``e`` is a hash of
+``(seed, epoch, layer, v, j)``: every worker, every chunk and every recompute
+draws the same mask, and so does the single-device reference
+(:class:`~operators.trainers.distributed.reference.CounterDropoutTrainer`), which
+makes the distributed trainers exactly comparable with dropout on.
+
+The hash is a 32-bit integer finaliser (two multiply-xorshift rounds, constants
+below 2^31 so int64 products never overflow) applied to a row key and a column
+key; the low 24 bits decide. Kept elements are scaled by ``1 / (1 - p)`` as in
+``F.dropout``.
+
+Examples:
+    >>> import torch
+    >>> x = torch.ones(4, 6)
+    >>> ids = torch.tensor([10, 11, 12, 13])
+    >>> a = counter_dropout(x, ids, p=0.5, seed=0, epoch=3, layer=0)
+    >>> b = counter_dropout(x[2:], ids[2:], p=0.5, seed=0, epoch=3, layer=0)
+    >>> bool(torch.equal(a[2:], b))            # a row's mask depends on its id only
+    True
+    >>> sorted(set(a.flatten().tolist()))      # dropped, or scaled by 1 / (1 - p)
+    [0.0, 2.0]
+    >>> c = counter_dropout(x, ids, p=0.5, seed=0, epoch=4, layer=0)
+    >>> bool(torch.equal(a, c))                # a new epoch draws a new mask
+    False
+"""
+
+from __future__ import annotations
+
+import torch
+
+_M32 = 0xFFFFFFFF
+_MUL = 0x045D9F3B  # < 2^27: h * _MUL stays below 2^59 for 32-bit h
+_COL = 0x09E3779B  # spreads column indices before mixing
+_BITS = 24  # resolution of the keep probability
+_BLOCK = 1 << 18  # elements hashed at once
+
+
+def _mix(h: torch.Tensor) -> torch.Tensor:
+    """A 32-bit integer finaliser on int64 tensors holding values in [0, 2^32)."""
+    h = ((h >> 16) ^ h) * _MUL & _M32
+    h = ((h >> 16) ^ h) * _MUL & _M32
+    return (h >> 16) ^ h
+
+
+def _mix_int(h: int) -> int:
+    h = (((h >> 16) ^ h) * _MUL) & _M32
+    h = (((h >> 16) ^ h) * _MUL) & _M32
+    return (h >> 16) ^ h
+
+
+def stream_key(seed: int, epoch: int, layer: int) -> int:
+    """The 32-bit key of one (seed, epoch, layer) mask stream."""
+    key = _mix_int(seed & _M32)
+    for word in (seed >> 32, epoch, layer):
+        key = _mix_int(key ^ (word & _M32))
+    return key
+
+
+def keep_mask(
+    ids: torch.Tensor, width: int, p: float, *, seed: int, epoch: int, layer: int
+) -> torch.Tensor:
+    """Bool ``[len(ids), width]``: which elements of these rows dropout keeps.
+
+    Args:
+        ids: int64 global ids of the rows.
+        width: features per row.
+        p: drop probability, ``0 <= p < 1``.
+        seed: the run's seed.
+        epoch: the epoch (a fresh mask every epoch).
+        layer: the layer whose input is masked (a fresh mask per layer).
+
+    Returns:
+        The keep mask, on ``ids``' device.
+    """
+    key = stream_key(seed, epoch, layer)
+    ids = ids.to(torch.int64)
+    cols = _mix(torch.arange(width, dtype=torch.int64, device=ids.device) * _COL & _M32)
+    threshold = round(p * (1 << _BITS))
+    out = torch.empty((ids.shape[0], width), dtype=torch.bool, device=ids.device)
+    # Rows in blocks: the int64 hash temporaries stay a few MiB whatever the size.
+    step = max(1, _BLOCK // max(width, 1))
+    for lo in range(0, ids.shape[0], step):
+        block = ids[lo : lo + step]
+        rows = _mix(key ^ (block & _M32))
+        if block.numel() and int(block.max()) > _M32:
+            rows = _mix(rows ^ (block >> 32))
+        bits = _mix(rows.unsqueeze(1) ^ cols.unsqueeze(0)) & ((1 << _BITS) - 1)
+        torch.ge(bits, threshold, out=out[lo : lo + step])
+    return out
+
+
+def scale_rows_(
+    x: torch.Tensor, ids: torch.Tensor, *, p: float, seed: int, epoch: int, layer: int
+) -> torch.Tensor:
+    """Multiply ``x`` in place by the dropout factor ``mask / (1 - p)``; return it.
+
+    Forward applies it to loaded rows and backward to their gradients (the
+    factor is its own derivative), block by block so no mask-sized tensor lives.
+    """
+    if p == 0.0:
+        return x
+    step = max(1, _BLOCK // max(x.shape[1], 1))
+    for lo in range(0, x.shape[0], step):
+        mask = keep_mask(
+            ids[lo : lo + step], x.shape[1], p, seed=seed, epoch=epoch, layer=layer
+        )
+        block = x[lo : lo + step]
+        block.mul_(mask.to(x.dtype)).mul_(1.0 / (1.0 - p))
+    return x
+
+
+def counter_dropout(
+    x: torch.Tensor,
+    ids: torch.Tensor,
+    *,
+    p: float,
+    seed: int,
+    epoch: int,
+    layer: int,
+) -> torch.Tensor:
+    """Dropout of ``x`` (rows ``ids``) with the counter-based mask; differentiable.
+
+    Args:
+        x: ``[rows, width]`` features.
+        ids: int64 ``[rows]`` global ids of ``x``'s rows.
+        p: drop probability (0 returns ``x`` itself).
+        seed: the run's seed.
+        epoch: the epoch.
+        layer: the layer whose input ``x`` is.
+
+    Returns:
+        ``x * mask / (1 - p)``.
+    """
+    if p == 0.0:
+        return x
+    mask = keep_mask(ids, x.shape[1], p, seed=seed, epoch=epoch, layer=layer)
+    return x * mask.to(x.dtype) * (1.0 / (1.0 - p))
