@@ -14,7 +14,11 @@ applied plus the new output rows of its live dirty vertices.
 * ``num_nodes``: node ids below this exist (lets isolated new nodes grow arrays).
 * ``updates``: update rows of the stream this record accounts for (layer 1 counts
   them; later layers pass the sum on), and ``arrivals``: the wall-clock arrival
-  time (ms) of each of them, for latency percentiles.
+  time (ms) of each of them, for latency percentiles. In a layer-1 record they are
+  *attached* (``attached``): the first ``num_edge_ops`` arrivals belong to the edge
+  operations, the next ``num_rows`` to the input rows, the rest (``add_node`` rows)
+  to neither, so a per-vertex window that flushes part of a record accounts for
+  exactly the updates it applied.
 * ``first_offset, end_offset``: the log offsets ``[first, end)`` it covers (``-1``
   when unknown), the sink's watermark.
 
@@ -68,6 +72,7 @@ class LayerDelta:
     arrivals: Int64Array = field(default_factory=lambda: _EMPTY)
     first_offset: int = -1
     end_offset: int = -1
+    attached: bool = False
 
     # ------------------------------------------------------------------ builders
     @classmethod
@@ -113,6 +118,14 @@ class LayerDelta:
             int(u.node.max(initial=-1)),
         )
         rows = len(u)
+        arrivals = np.full(rows, -1 if arrival_ms is None else arrival_ms, np.int64)
+        order = np.concatenate(  # attached: edge ops, then inputs, then the rest
+            [
+                np.flatnonzero(is_edge),
+                np.flatnonzero(is_set),
+                np.flatnonzero(~(is_edge | is_set)),
+            ]
+        )
         return cls(
             src=u.src[is_edge],
             dst=u.dst[is_edge],
@@ -121,9 +134,10 @@ class LayerDelta:
             values=u.feature[is_set],
             num_nodes=top + 1,
             updates=rows,
-            arrivals=np.full(rows, -1 if arrival_ms is None else arrival_ms, np.int64),
+            arrivals=arrivals[order],
             first_offset=first_offset,
             end_offset=first_offset + rows if first_offset >= 0 else -1,
+            attached=True,
         )
 
     @classmethod
@@ -137,6 +151,13 @@ class LayerDelta:
         width = widths.pop() if len(widths) == 1 else 0
         values = [p.values for p in parts if p.values.shape[0]]
         firsts = [p.first_offset for p in parts if p.first_offset >= 0]
+        # an empty record (a fresh buffer) carries nothing to attach
+        attached = all(p.attached for p in parts if p.updates or not p.is_empty)
+        if attached:  # keep the layout: every edge op's, every row's, the rest
+            pieces = [p._arrival_parts() for p in parts]
+            arrivals = np.concatenate([piece[k] for k in range(3) for piece in pieces])
+        else:
+            arrivals = np.concatenate([p.arrivals for p in parts])
         return cls(
             src=np.concatenate([p.src for p in parts]),
             dst=np.concatenate([p.dst for p in parts]),
@@ -145,10 +166,16 @@ class LayerDelta:
             values=np.concatenate(values) if values else np.zeros((0, width)),
             num_nodes=max(p.num_nodes for p in parts),
             updates=sum(p.updates for p in parts),
-            arrivals=np.concatenate([p.arrivals for p in parts]),
+            arrivals=arrivals,
             first_offset=min(firsts) if firsts else -1,
             end_offset=max(p.end_offset for p in parts),
+            attached=attached,
         )
+
+    def _arrival_parts(self) -> tuple[Int64Array, Int64Array, Int64Array]:
+        """Attached arrivals split into (edge ops, input rows, the rest)."""
+        e, r = self.num_edge_ops, self.num_rows
+        return self.arrivals[:e], self.arrivals[e : e + r], self.arrivals[e + r :]
 
     # ------------------------------------------------------------------ views
     @property
@@ -171,38 +198,44 @@ class LayerDelta:
     ) -> tuple[LayerDelta, LayerDelta]:
         """Split into (selected, rest) by masks over edge ops and input rows.
 
-        Bookkeeping (``updates``, ``arrivals``, offsets) goes with the selected part
-        only when everything is selected; otherwise it stays with the rest, so a
-        partial flush never claims updates it did not apply completely.
+        Offsets go with the selected part only when everything is selected. The
+        updates and arrivals of an attached record follow their operations (those
+        of ``add_node`` rows stay with the rest); otherwise they stay with the rest
+        until it is all selected, so a partial flush never claims updates it did
+        not apply.
         """
         take_all = bool(edge_mask.all() and row_mask.all())
-        chosen = LayerDelta(
-            src=self.src[edge_mask],
-            dst=self.dst[edge_mask],
-            count=self.count[edge_mask],
-            nodes=self.nodes[row_mask],
-            values=self.values[row_mask],
-            num_nodes=self.num_nodes,
-            updates=self.updates if take_all else 0,
-            arrivals=self.arrivals if take_all else _EMPTY,
-            first_offset=self.first_offset if take_all else -1,
-            end_offset=self.end_offset if take_all else -1,
-        )
         if take_all:
-            return chosen, LayerDelta(num_nodes=self.num_nodes)
-        rest = LayerDelta(
-            src=self.src[~edge_mask],
-            dst=self.dst[~edge_mask],
-            count=self.count[~edge_mask],
-            nodes=self.nodes[~row_mask],
-            values=self.values[~row_mask],
-            num_nodes=self.num_nodes,
-            updates=self.updates,
-            arrivals=self.arrivals,
-            first_offset=self.first_offset,
-            end_offset=self.end_offset,
+            return self, LayerDelta(num_nodes=self.num_nodes)
+        if self.attached:
+            edges, rows, other = self._arrival_parts()
+            mine = np.concatenate([edges[edge_mask], rows[row_mask]])
+            left = np.concatenate([edges[~edge_mask], rows[~row_mask], other])
+        else:
+            mine, left = _EMPTY, self.arrivals
+
+        def part(
+            e: np.ndarray, r: np.ndarray, arrivals: Int64Array, rest: bool
+        ) -> LayerDelta:
+            return LayerDelta(
+                src=self.src[e],
+                dst=self.dst[e],
+                count=self.count[e],
+                nodes=self.nodes[r],
+                values=self.values[r],
+                num_nodes=self.num_nodes,
+                updates=int(arrivals.shape[0])
+                if self.attached
+                else (self.updates if rest else 0),
+                arrivals=arrivals,
+                first_offset=self.first_offset if rest else -1,
+                end_offset=self.end_offset if rest else -1,
+                attached=self.attached,
+            )
+
+        return part(edge_mask, row_mask, mine, False), part(
+            ~edge_mask, ~row_mask, left, True
         )
-        return chosen, rest
 
     # ------------------------------------------------------------------ wire
     def to_wire(self) -> dict[str, Any]:
@@ -218,6 +251,7 @@ class LayerDelta:
             "arrivals": self.arrivals,
             "first_offset": self.first_offset,
             "end_offset": self.end_offset,
+            "attached": self.attached,
         }
 
     @classmethod
@@ -234,6 +268,7 @@ class LayerDelta:
             arrivals=_ids(item["arrivals"]),
             first_offset=int(item["first_offset"]),
             end_offset=int(item["end_offset"]),
+            attached=bool(item.get("attached", False)),
         )
 
     def __repr__(self) -> str:

@@ -50,12 +50,6 @@ def live_graph(graph: CSRGraph | DynamicGraph, live: np.ndarray | None) -> CSRGr
     return CSRGraph.from_edges(src[keep], dst[keep], num_nodes=csr.num_nodes)
 
 
-def _float64(model: nn.Module) -> nn.Module:
-    out = copy.deepcopy(model).double()
-    out.eval()
-    return out
-
-
 def full_recompute(
     model: nn.Module,
     graph: CSRGraph | DynamicGraph,
@@ -79,7 +73,7 @@ def full_recompute(
         meaningless.
     """
     csr = live_graph(graph, live)
-    runner = _float64(model) if dtype == torch.float64 else copy.deepcopy(model).eval()
+    runner = copy.deepcopy(model).to(dtype).eval()
     features = torch.as_tensor(np.asarray(x)[: csr.num_nodes]).to(dtype)
     with torch.no_grad():
         return runner(csr, features).numpy()
@@ -104,6 +98,7 @@ class AffectedRecompute:
         graph: The dynamic graph the stream is applied to (read, never written).
         features: ``[num_nodes, in_dim]`` node features, updated by the caller.
         live: Which nodes have features (updated by the caller).
+        dtype: Precision of the forward passes (the model's own: float32).
     """
 
     def __init__(
@@ -112,30 +107,33 @@ class AffectedRecompute:
         graph: DynamicGraph,
         features: np.ndarray,
         live: np.ndarray,
+        *,
+        dtype: torch.dtype = torch.float64,
     ) -> None:
-        self.model = _float64(model)
+        self.dtype = dtype
+        self.model = copy.deepcopy(model).to(dtype).eval()
         self.graph = graph
         self.features = features
         self.live = live
         self.num_layers = len(self.model.convs)  # type: ignore[arg-type]
         self.gcn = type(self.model.convs[0]).__name__ == "GCNConv"  # type: ignore[index]
-        self.table = full_recompute(model, graph, features, live)
+        self.table = full_recompute(model, graph, features, live, dtype=dtype)
         self.recomputed = 0
 
     def targets(self, edge_dst: Int64Array, feature_nodes: Int64Array) -> Int64Array:
         """Vertices whose final embedding may change after this window."""
-        hops = self.num_layers - 1 + (1 if self.gcn else 0)
-        frontier = np.unique(edge_dst)
-        reach = [frontier]
-        for _ in range(hops):
+        extra = 1 if self.gcn else 0  # a degree change alters the sender's messages
+        reach = self._mark(edge_dst)
+        frontier = np.flatnonzero(reach)
+        for _ in range(self.num_layers - 1 + extra):
             frontier = self._out(frontier)
-            reach.append(frontier)
-        frontier = np.unique(feature_nodes)
-        reach.append(frontier)
-        for _ in range(self.num_layers + (1 if self.gcn else 0)):
+            reach[frontier] = True
+        frontier = np.flatnonzero(self._mark(feature_nodes))
+        reach[frontier] = True
+        for _ in range(self.num_layers + extra):
             frontier = self._out(frontier)
-            reach.append(frontier)
-        return np.unique(np.concatenate(reach))
+            reach[frontier] = True
+        return np.flatnonzero(reach)
 
     def update(self, edge_dst: Int64Array, feature_nodes: Int64Array) -> int:
         """Recompute the rows the window may have changed; return how many."""
@@ -145,36 +143,42 @@ class AffectedRecompute:
         self.recomputed += int(nodes.size)
         return int(nodes.size)
 
+    def _mark(self, nodes: Int64Array) -> np.ndarray:
+        """A dense mask of ``nodes`` (sets by marking: cheaper than hashing here)."""
+        mask = np.zeros(self.graph.num_nodes, dtype=np.bool_)
+        mask[nodes] = True
+        return mask
+
     def _out(self, nodes: Int64Array) -> Int64Array:
         if nodes.size == 0:
             return nodes
-        return np.unique(self.graph.out_adjacency(nodes)[1])
+        return np.flatnonzero(self._mark(self.graph.out_adjacency(nodes)[1]))
 
     def _blocks(self, seeds: Int64Array) -> list[Block]:
         """Full in-neighbour blocks, last layer first, live sources only."""
         blocks = []
         dst = seeds
+        local = np.full(self.graph.num_nodes, -1, dtype=np.int64)
         for _ in range(self.num_layers):
             indptr, src = self.graph.in_adjacency(dst)
             rows = np.repeat(np.arange(dst.shape[0]), np.diff(indptr))
             keep = self.live[src]
             counts = np.bincount(rows[keep], minlength=dst.shape[0])
             src = src[keep]
-            extra = np.setdiff1d(src, dst)
-            ids = np.concatenate([dst, extra])
-            order = np.argsort(ids, kind="stable")
-            local = order[np.searchsorted(ids[order], src)]
+            new = self._mark(src)
+            new[dst] = False  # destinations come first among the sources
+            ids = np.concatenate([dst, np.flatnonzero(new)])
+            local[ids] = np.arange(ids.shape[0])
             new_indptr = np.zeros(dst.shape[0] + 1, dtype=np.int64)
             np.cumsum(counts, out=new_indptr[1:])
-            blocks.append(Block(new_indptr, local.astype(np.int64), ids, dst.shape[0]))
+            blocks.append(Block(new_indptr, local[src], ids, dst.shape[0]))
             dst = ids
         return blocks[::-1]
 
     def _forward(self, seeds: Int64Array) -> np.ndarray:
         blocks = self._blocks(seeds)
-        x = torch.from_numpy(
-            np.asarray(self.features[blocks[0].src_global_ids], np.float64)
-        )
+        x = torch.from_numpy(np.asarray(self.features[blocks[0].src_global_ids]))
+        x = x.to(self.dtype)
         with torch.no_grad():
             if not self.gcn:
                 return self.model(blocks, x).numpy()
@@ -198,7 +202,7 @@ def _gcn_block(
     loops = src_global == block.src_global_ids[dst_local]
     dst_local, src_local = dst_local[~loops], src_local[~loops]
     degree = _live_in_degree(graph, block.src_global_ids, live) + conv_loop(conv)
-    inv = torch.from_numpy(degree**-0.5)
+    inv = torch.from_numpy(degree**-0.5).to(x.dtype)
     h = x @ conv.lin.weight.T
     coeff = inv[src_local] * inv[dst_local]
     out = torch.zeros(num_dst, h.shape[1], dtype=h.dtype)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 from collections.abc import Iterator
 
 import numpy as np
@@ -37,6 +38,13 @@ MODELS = {
     ),
     "gcn": lambda d: GCN(d, 12, 5, num_layers=2),
 }
+
+
+def free_endpoint() -> str:
+    """A loopback endpoint on a port that is free right now."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return f"tcp://127.0.0.1:{s.getsockname()[1]}"
 
 
 def make_model(name: str, seed: int = 0) -> torch.nn.Module:

@@ -30,6 +30,7 @@ from tests.operators.streaming_helpers import (
     IN_DIM,
     Oracle,
     features,
+    free_endpoint,
     make_model,
     one_torch_thread,  # noqa: F401 (fixture)
     rmat_graph,
@@ -228,9 +229,10 @@ def test_zmq_ingest_feeds_the_streaming_gnn(tmp_path) -> None:
     x = features(graph.num_nodes)
     model = make_model("gcn")
     batches = list(UpdateStream(graph, feature_dim=IN_DIM, seed=4).batches(600, 50))
+    endpoint = free_endpoint()
     source = ZmqIngest(
         tmp_path / "log",
-        "tcp://127.0.0.1:47811",
+        endpoint,
         setup=StaticSetup(graph, x, StreamingModel.from_module(model)),
     )
     p = Pipeline("ingest")
@@ -241,7 +243,7 @@ def test_zmq_ingest_feeds_the_streaming_gnn(tmp_path) -> None:
     p.record("summary")
 
     def produce() -> None:
-        with IngestClient("tcp://127.0.0.1:47811", "producer") as client:
+        with IngestClient(endpoint, "producer") as client:
             client.send_all(batches, timeout_s=1.0, deadline_s=60)
             client.end()
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -37,10 +38,15 @@ NUM_UPDATES, BATCH = 1200, 100
 
 
 class Tripwire(Operator[dict, dict]):
-    """Passes items on; fails at item ``at`` unless ``marker`` exists (creates it)."""
+    """Passes items on; at item ``at``, once a checkpoint is complete, fails (once).
 
-    def __init__(self, marker: str, at: int) -> None:
+    Barriers it forwarded already reach the sink, so waiting here for a
+    checkpoint to complete cannot block that checkpoint.
+    """
+
+    def __init__(self, marker: str, checkpoints: str, at: int) -> None:
         self.marker = marker
+        self.checkpoints = checkpoints
         self.at = at
 
     def open(self, ctx) -> None:
@@ -49,6 +55,10 @@ class Tripwire(Operator[dict, dict]):
     def process(self, item: dict) -> Iterable[dict]:
         self.seen += 1
         if self.seen == self.at and not Path(self.marker).exists():
+            deadline = time.monotonic() + 30
+            while not list(Path(self.checkpoints).glob("checkpoint-*/MANIFEST.json")):
+                assert time.monotonic() < deadline, "no checkpoint completed"
+                time.sleep(0.01)
             Path(self.marker).touch()
             raise RuntimeError("tripwire: a simulated crash")
         return (item,)
@@ -130,7 +140,7 @@ def test_two_shards_on_processes_equal_one(stream, tmp_path) -> None:
 
 def test_resume_after_a_failure_applies_every_update_once(stream, tmp_path) -> None:
     out = tmp_path / "emb.npy"
-    trip = Tripwire(str(tmp_path / "tripped"), at=7)
+    trip = Tripwire(str(tmp_path / "tripped"), str(tmp_path / "ckpt"), at=7)
     config = RunConfig(checkpoint=CheckpointConfig(tmp_path / "ckpt", every_items=3))
     p = pipeline(stream, out, window=Count(100), tripwire=trip)
     first = execute(p, "local", config=config, check=False)

@@ -1,0 +1,88 @@
+"""Run the streaming experiments and print JSON (the figures of the issue 7 report).
+
+Usage (from the repository root)::
+
+    .venv/bin/python benchmarks/operators/streaming/run_streaming.py throughput \
+        --scale 18 --batch-sizes 10,100,1000,10000,100000 [--model sage]
+    .venv/bin/python benchmarks/operators/streaming/run_streaming.py windows \
+        --scale 16 --updates 20000
+    .venv/bin/python benchmarks/operators/streaming/run_streaming.py exactness \
+        --scale 16 --updates 100000 --window 1000 --model gcn
+    .venv/bin/python benchmarks/operators/streaming/run_streaming.py ingest --seconds 60
+
+``OPENBLAS_NUM_THREADS=1`` is advised on a busy machine: numpy's small GEMMs spin
+otherwise. Torch (the baselines) keeps ``--threads`` threads (default 2).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from streaming_checks import exactness_run, window_curve
+from streaming_harness import crossover, make_setup, throughput_row
+
+from operators.streaming import Adaptive, Count, Immediate, Session
+
+
+def windows_for_curve() -> dict:
+    """Nested count windows, plus session and adaptive policies."""
+    windows = {"immediate": Immediate()}
+    windows.update({f"count:{w}": Count(w) for w in (10, 100, 1000, 10_000)})
+    windows["session:5ms"] = Session(gap_ms=5)
+    windows["session:50ms"] = Session(gap_ms=50)
+    windows["adaptive:1-500ms"] = Adaptive(min_gap_ms=1, horizon_ms=500)
+    return windows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument(
+        "experiment", choices=["throughput", "windows", "exactness", "ingest"]
+    )
+    parser.add_argument("--scale", type=int, default=16)
+    parser.add_argument("--model", default="sage")
+    parser.add_argument("--batch-sizes", default="10,100,1000,10000,100000")
+    parser.add_argument("--updates", type=int, default=100_000)
+    parser.add_argument("--window", type=int, default=1000)
+    parser.add_argument("--seconds", type=float, default=60.0)
+    parser.add_argument("--threads", type=int, default=2)
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    start = time.time()
+    if args.experiment == "ingest":
+        from ingest_harness import sustained_ingest
+
+        result: dict = sustained_ingest(args.seconds)
+    else:
+        setup = make_setup(args.scale, args.model)
+        result = {
+            "graph": setup.name,
+            "nodes": setup.graph.num_nodes,
+            "edges": setup.graph.num_edges,
+        }
+        if args.experiment == "throughput":
+            rows = []
+            for b in (int(v) for v in args.batch_sizes.split(",")):
+                rows.append(throughput_row(setup, b))
+                print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
+            result.update(rows=rows, full_wins_at_batch_size=crossover(rows))
+        elif args.experiment == "windows":
+            result["rows"] = window_curve(
+                setup, windows_for_curve(), num_updates=args.updates
+            )
+        else:
+            result.update(exactness_run(setup, args.window, num_updates=args.updates))
+    result["wall_s"] = round(time.time() - start, 1)
+    print(json.dumps(result, indent=2))
+
+
+if __name__ == "__main__":
+    main()
