@@ -132,7 +132,7 @@ def train(model: torch.nn.Module, dataset: Any, x: np.ndarray, epochs: int) -> f
         optimizer.zero_grad()
         out = model(dataset.graph, features)
         loss = F.cross_entropy(out[index], target[index])
-        loss.backward()
+        loss.backward()  # type: ignore[no-untyped-call]
         optimizer.step()
     model.eval()
     with torch.no_grad():

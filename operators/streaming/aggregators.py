@@ -187,6 +187,28 @@ class _Aggregator:
         acc.values, acc.counts, acc.stale = bigger.values, bigger.counts, bigger.stale
         return acc
 
+    def add(self, acc: AggState, item: Contribution) -> AggState:
+        """Add message rows (subclasses define how)."""
+        raise NotImplementedError
+
+    def remove(self, acc: AggState, item: Contribution) -> AggState:
+        """Remove message rows (subclasses define how)."""
+        raise NotImplementedError
+
+    def replace(
+        self, acc: AggState, dst: Int64Array, new: Float64Array, old: Float64Array
+    ) -> AggState:
+        """Swap messages (subclasses define how)."""
+        raise NotImplementedError
+
+    def merge(self, a: AggState, b: AggState) -> AggState:
+        """Combine two accumulators (subclasses define how)."""
+        raise NotImplementedError
+
+    def result(self, acc: AggState, nodes: Int64Array | None = None) -> Float64Array:
+        """Read the aggregates (subclasses define how)."""
+        raise NotImplementedError
+
     def count(self, acc: AggState, dst: Int64Array, counts: Int64Array) -> AggState:
         """Change only the message counts (``n += counts``), not the values."""
         if dst.shape[0]:

@@ -44,7 +44,8 @@ def encode_batch(batch: pa.RecordBatch | pa.Table) -> bytes:
     sink = pa.BufferOutputStream()
     with pa.ipc.new_stream(sink, batch.schema) as writer:
         writer.write(batch)
-    return sink.getvalue().to_pybytes()
+    data: bytes = sink.getvalue().to_pybytes()
+    return data
 
 
 @dataclass(slots=True)
@@ -101,7 +102,7 @@ class IngestClient:
     def __init__(self, endpoint: str, producer_id: str) -> None:
         self.endpoint = endpoint
         self.producer_id = producer_id
-        self.socket = zmq.Context.instance().socket(zmq.DEALER)
+        self.socket: zmq.Socket[Any] = zmq.Context.instance().socket(zmq.DEALER)
         self.socket.setsockopt(zmq.LINGER, 0)
         self.socket.connect(endpoint)
 
@@ -203,9 +204,9 @@ class IngestClient:
         on_ack: Callable[[dict[str, Any]], None] | None,
     ) -> None:
         seq = reply.get("seq")
-        item = flight.get(seq) if isinstance(seq, int) else None
-        if item is None:  # a late answer to a resent batch, or a control reply
-            return
+        if not isinstance(seq, int) or seq not in flight:
+            return  # a late answer to a resent batch, or a control reply
+        item = flight[seq]
         if reply.get("ok"):
             del flight[seq]
             if reply.get("duplicate"):

@@ -67,7 +67,7 @@ class UpdateStream:
         src, dst = graph.to_coo()
         self._src = np.asarray(src, dtype=np.int64).copy()
         self._dst = np.asarray(dst, dtype=np.int64).copy()
-        self._size = self._src.shape[0]
+        self._size = int(self._src.shape[0])
         self.num_nodes = graph.num_nodes
         self.feature_dim = feature_dim
         self.mix = mix

@@ -82,6 +82,9 @@ class FanOut(Operator[Item, Item]):
     def __init__(self, shards: int) -> None:
         self.shards = shards
 
+    def open(self, ctx: StepContext) -> None:
+        """Nothing to prepare."""
+
     def process(self, item: Item) -> Iterable[Item]:
         """Return one routed copy per shard."""
         return fan_out(item, self.shards)
@@ -171,8 +174,9 @@ class LayerStep(Operator[Item, Item]):
         model = StreamingModel.from_arrays(item["model"])
         self.layer = self._make_layer(model)
         self.layer.initialize(graph_of(item), np.asarray(item["f"]), item["live"])
-        if self.ctx.shard != 0:  # shard 0 alone starts the next step
-            return
+        # Every shard starts the next step: items of one channel arrive in order, so
+        # a receiver sees an init (identical from every shard) before any delta,
+        # whichever channel speaks first; it keeps the first and drops the others.
         n = self.layer.num_nodes
         nxt = {
             **item,

@@ -55,7 +55,7 @@ from typing import Any
 import pyarrow as pa
 import zmq
 
-from engine.operator import Operator, StepContext
+from engine.operator import IDLE, Operator, StepContext
 from operators.streaming.items import TICK, UPDATES
 from operators.streaming.setup import Setup, init_item
 from operators.streaming.windows import wall_ms
@@ -68,11 +68,6 @@ from storage import (
     UpdateLog,
     validate_updates,
 )
-
-try:  # the engine's idle marker (checkpoints while a source waits)
-    from engine.operator import IDLE as _IDLE
-except ImportError:  # pragma: no cover - older engine
-    _IDLE = None
 
 DEFAULT_ENDPOINT = "tcp://127.0.0.1:5555"
 
@@ -113,13 +108,12 @@ class IngestServer:
         self.limits = limits or UpdateLimits()
         self.max_frame_bytes = max_frame_bytes
         self.max_group = max_group
-        self.context = zmq.Context.instance()
-        self.socket = self.context.socket(zmq.ROUTER)
+        self.socket: zmq.Socket[Any] = zmq.Context.instance().socket(zmq.ROUTER)
         self.socket.setsockopt(zmq.LINGER, 0)
         self.socket.setsockopt(zmq.RCVHWM, 256)
         self.socket.setsockopt(zmq.MAXMSGSIZE, 4 * max_frame_bytes + 4096)
         self.socket.bind(endpoint)
-        self.endpoint = self.socket.getsockopt_string(zmq.LAST_ENDPOINT)
+        self.endpoint: str = self.socket.getsockopt_string(zmq.LAST_ENDPOINT)
         self.accepted_batches = 0
         self.accepted_rows = 0
         self.duplicates = 0
@@ -136,7 +130,7 @@ class IngestServer:
         """
         if not self.socket.poll(timeout_ms):
             return []
-        requests = []
+        requests: list[list[Any]] = []
         while len(requests) < self.max_group:
             try:
                 requests.append(self.socket.recv_multipart(zmq.NOBLOCK, copy=False))
@@ -398,6 +392,10 @@ class ZmqIngest(Operator[None, dict[str, Any]]):
         """Remember the context."""
         self._ctx = ctx
 
+    def process(self, item: None) -> Iterator[Any]:
+        """A source receives no items."""
+        raise NotImplementedError("a source step has no inputs")
+
     def finish(self) -> Iterator[Any]:
         """Emit ``init``, replay the log's unprocessed rows, then serve."""
         if self.setup is not None and not self.init_sent:
@@ -451,8 +449,7 @@ class ZmqIngest(Operator[None, dict[str, Any]]):
             if wall_ms() - last_tick >= self.tick_ms:
                 last_tick = wall_ms()
                 yield {"kind": TICK, "now_ms": last_tick}
-            if _IDLE is not None:
-                yield _IDLE
+            yield IDLE
 
     def _finished(self, server: IngestServer) -> bool:
         if self.max_updates is not None and self.offset >= self.max_updates:

@@ -96,10 +96,10 @@ class Placement:
             self._table = hash_parts(
                 max(need, 2 * self._table.shape[0]), self.shards, self.seed
             )
-        return self._table[ids]
+        return np.asarray(self._table[ids], dtype=np.int32)
 
     def owned(self, nodes: np.ndarray, shard: int) -> np.ndarray:
         """Mask of the nodes ``shard`` owns."""
         if self.shards == 1:
             return np.ones(np.shape(nodes)[0], dtype=np.bool_)
-        return self.owners(nodes) == shard
+        return np.asarray(self.owners(nodes) == shard, dtype=np.bool_)

@@ -234,6 +234,7 @@ class StreamingLayer:
         p_counts = acnt * src_live  # live in-edge changes, per diff pair ...
         c_counts = ch.turning[ch.rows]  # ... and per out-edge of a source turning live
         crows, ccols = ch.rows, ch.cols
+        counted: tuple[Int64Array, Int64Array] | None = (p_counts, c_counts)
         if self.placement is not None:
             # A shard keeps in-degrees of every node (GCN reads its sources'), but
             # aggregates, re-reads and emits only the destinations it owns.
@@ -248,21 +249,21 @@ class StreamingLayer:
             )
             own = self._owned(ccols)
             crows, ccols = crows[own], ccols[own]
-            p_counts = c_counts = None
+            counted = None
         if isinstance(self.agg, MaxAggregator):
             self._flush_max(
-                adst, acnt, src_live, m_pairs, ch, crows, ccols, p_counts is not None
+                adst, acnt, src_live, m_pairs, ch, crows, ccols, counted is not None
             )
         else:
+            p_counts = counted[0] if counted else np.zeros_like(adst)
+            c_counts = counted[1] if counted else np.zeros_like(ccols)
             self.agg.add(
                 self.acc,
-                Contribution(adst, m_pairs * acnt[:, None], _zeros(p_counts, adst)),
+                Contribution(adst, m_pairs * acnt[:, None], p_counts),
             )
             self.agg.add(
                 self.acc,
-                Contribution(
-                    ccols, ch.m_new - ch.m_old, _zeros(c_counts, ccols), rows=crows
-                ),
+                Contribution(ccols, ch.m_new - ch.m_old, c_counts, rows=crows),
             )
         k = changed.shape[0]
         self.f[changed], self.live[changed] = values, True
@@ -440,10 +441,6 @@ class StreamingLayer:
 
     def __repr__(self) -> str:
         return f"StreamingLayer({self.rule!r}, num_nodes={self.num_nodes})"
-
-
-def _zeros(counts: Int64Array | None, like: Int64Array) -> Int64Array:
-    return np.zeros_like(like) if counts is None else counts
 
 
 def _fused_mode(rule: LayerRule, act: str) -> int | None:

@@ -39,16 +39,11 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from engine.operator import Operator, StepContext
+from engine.operator import IDLE, Operator, StepContext
 from operators.streaming.items import TICK, UPDATES
 from operators.streaming.setup import Setup, init_item
 from operators.streaming.windows import wall_ms
 from storage import LogError, UpdateLog
-
-try:  # the engine's idle marker (checkpoints while a source waits), when present
-    from engine.operator import IDLE as _IDLE
-except ImportError:  # pragma: no cover - older engine
-    _IDLE = None
 
 
 class LogSource(Operator[None, dict[str, Any]]):
@@ -101,6 +96,10 @@ class LogSource(Operator[None, dict[str, Any]]):
     def _done(self) -> bool:
         return self.until_offset is not None and self.offset >= self.until_offset
 
+    def process(self, item: None) -> Iterator[Any]:
+        """A source receives no items."""
+        raise NotImplementedError("a source step has no inputs")
+
     def finish(self) -> Iterator[Any]:
         """Yield ``init`` (once), then ``updates`` items; see the module docstring."""
         if self.setup is not None and not self.init_sent:
@@ -149,8 +148,7 @@ class LogSource(Operator[None, dict[str, Any]]):
             if wall_ms() - last_tick >= self.tick_ms:
                 last_tick = wall_ms()
                 yield {"kind": TICK, "now_ms": last_tick}
-            if _IDLE is not None:
-                yield _IDLE
+            yield IDLE
             time.sleep(self.poll_s)
 
     # ------------------------------------------------------------------ state

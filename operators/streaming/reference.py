@@ -76,7 +76,7 @@ def full_recompute(
     runner = copy.deepcopy(model).to(dtype).eval()
     features = torch.as_tensor(np.asarray(x)[: csr.num_nodes]).to(dtype)
     with torch.no_grad():
-        return runner(csr, features).numpy()
+        return np.asarray(runner(csr, features).numpy())
 
 
 class AffectedRecompute:
@@ -181,14 +181,13 @@ class AffectedRecompute:
         x = x.to(self.dtype)
         with torch.no_grad():
             if not self.gcn:
-                return self.model(blocks, x).numpy()
-            for i, (conv, block) in enumerate(
-                zip(self.model.convs, blocks, strict=True)
-            ):  # type: ignore[arg-type]
+                return np.asarray(self.model(blocks, x).numpy())
+            convs: Any = self.model.convs
+            for i, (conv, block) in enumerate(zip(convs, blocks, strict=True)):
                 x = _gcn_block(conv, block, x, self.graph, self.live)
                 if i < self.num_layers - 1:
                     x = self.model.act(x)  # type: ignore[operator]
-        return x.numpy()
+        return np.asarray(x.numpy())
 
 
 def _gcn_block(

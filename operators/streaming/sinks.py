@@ -63,6 +63,7 @@ class EmbeddingSink(Operator[dict[str, Any], dict[str, Any]]):
         """Start empty."""
         self.table = np.zeros((0, 0), dtype=np.float32)
         self.live = np.zeros(0, dtype=np.bool_)
+        self.initialized = False
         self.applied_updates = 0
         self.watermark = -1
         self.flushes = 0
@@ -84,7 +85,8 @@ class EmbeddingSink(Operator[dict[str, Any], dict[str, Any]]):
 
     def process(self, item: dict[str, Any]) -> Iterator[dict[str, Any]]:
         """Upsert an ``init`` or ``delta`` item's rows; other items are ignored."""
-        if item["kind"] == INIT:
+        if item["kind"] == INIT and not self.initialized:  # shards send copies
+            self.initialized = True
             values = np.asarray(item["f"])
             self.table = values.copy()
             self.live = np.asarray(item["live"], dtype=np.bool_).copy()
@@ -151,6 +153,7 @@ class EmbeddingSink(Operator[dict[str, Any], dict[str, Any]]):
     def snapshot(self) -> dict[str, Any]:
         """Table, live mask, counters and histogram."""
         return {
+            "initialized": self.initialized,
             "table": self.table[: self.live.shape[0]].copy(),
             "live": self.live.copy(),
             "applied_updates": self.applied_updates,
@@ -164,6 +167,7 @@ class EmbeddingSink(Operator[dict[str, Any], dict[str, Any]]):
 
     def restore(self, state: dict[str, Any]) -> None:
         """Inverse of :meth:`snapshot`."""
+        self.initialized = bool(state["initialized"])
         self.table = np.array(state["table"])
         self.live = np.array(state["live"], dtype=np.bool_)
         self.applied_updates = int(state["applied_updates"])

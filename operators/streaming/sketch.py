@@ -35,7 +35,7 @@ def _mix(x: np.ndarray) -> np.ndarray:
     shift = np.uint64(33)
     x = (x ^ (x >> shift)) * _C1
     x = (x ^ (x >> shift)) * _C2
-    return x ^ (x >> shift)
+    return np.asarray(x ^ (x >> shift), dtype=np.uint64)
 
 
 class DecayedCountMin:
@@ -79,13 +79,15 @@ class DecayedCountMin:
         cols = self._columns(np.asarray(keys))
         for row in range(self.depth):
             np.add.at(self.table[row], cols[row], 1.0)
-        return self.table[np.arange(self.depth)[:, None], cols].min(axis=0)
+        found = self.table[np.arange(self.depth)[:, None], cols].min(axis=0)
+        return np.asarray(found, dtype=np.float64)
 
     def estimate(self, keys: np.ndarray, now_ms: int | None = None) -> np.ndarray:
         """Decayed update counts of ``keys`` (never below the true count)."""
         self._advance(now_ms)
         cols = self._columns(np.asarray(keys))
-        return self.table[np.arange(self.depth)[:, None], cols].min(axis=0)
+        found = self.table[np.arange(self.depth)[:, None], cols].min(axis=0)
+        return np.asarray(found, dtype=np.float64)
 
     def state(self) -> dict[str, Any]:
         """Counters and clock, for a checkpoint."""
