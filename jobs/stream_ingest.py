@@ -20,7 +20,9 @@ Where updates come from:
 The outputs report update throughput (rows per second from the first arrival to
 the last flush), event-to-embedding latency percentiles, the window's message
 counts per layer (``steps`` counters in the run report), a digest and a sample of
-the final embeddings; ``embeddings_out`` receives all of them (``.npy``)::
+the final embeddings; ``embeddings_out`` receives all of them (``.npy``), and with
+``query_endpoint`` the running job answers queries of current embeddings
+(``operators.streaming.client.query_embeddings``)::
 
     strata run jobs/stream_ingest.py
     strata run jobs/stream_ingest.py --set model=gcn --set window=session:20@200
@@ -213,6 +215,7 @@ def build(
     max_updates: int | None = None,
     idle_timeout_s: float | None = None,
     embeddings_out: str | None = None,
+    query_endpoint: str | None = None,
     dtype: str = "float32",
     seed: int = 0,
     threads: int = 1,
@@ -252,7 +255,9 @@ def build(
         shards=shards,
         dtype=dtype,
     )
-    p.step("embeddings", EmbeddingSink(embeddings_out), last)
+    p.step(
+        "embeddings", EmbeddingSink(embeddings_out, query_endpoint=query_endpoint), last
+    )
     p.step("summary", summarize_stream, "embeddings")
     p.record("summary")
     return p

@@ -4,13 +4,18 @@ Users stream edge and feature updates into a running job; every node's GNN
 embedding stays equal to a full forward pass over the current graph without
 recomputing the graph:
 
-* ingestion: :class:`LogSource` (replay / follow the :class:`storage.UpdateLog`);
+* ingestion: :class:`ZmqIngest` (a pyzmq source that validates update batches,
+  appends them to the :class:`storage.UpdateLog`, then acknowledges them; its
+  endpoint alone is :class:`IngestServer`), :class:`IngestClient` (what
+  ``strata ingest ENDPOINT FILE`` uses, with :func:`read_update_file`), and
+  :class:`LogSource` (replay / follow the log);
 * incremental layers: :class:`StreamingLayer` keeps per-node aggregator state
   (:mod:`operators.streaming.aggregators`: sum, mean, max with deletions) exact under
   edge and input changes, for GraphSAGE (mean, sum, max) and GCN
   (:class:`StreamingModel` takes a trained batch model apart);
 * windows (:class:`Count`, :class:`Tumbling`, :class:`Session`, :class:`Adaptive`,
-  each with ``max_latency_ms`` / ``max_pending``) batch updates per layer and node;
+  each with ``max_latency_ms`` / ``max_pending``; :func:`parse_window`) batch
+  updates per layer and node;
 * :func:`streaming_gnn` builds one pipeline step per layer (keyed shards on the
   ``process`` executor); :class:`EmbeddingSink` keeps the current embeddings;
 * :class:`StreamingGNN` chains the layers in-process; :func:`full_recompute` and
@@ -38,9 +43,11 @@ from operators.streaming.aggregators import (
     SumAggregator,
 )
 from operators.streaming.cascade import StreamingGNN
+from operators.streaming.client import IngestClient, IngestReport
 from operators.streaming.delta import LayerDelta
 from operators.streaming.generate import UpdateStream
 from operators.streaming.gnn import FanOut, LayerStep, streaming_gnn
+from operators.streaming.ingest import IngestServer, ZmqIngest
 from operators.streaming.items import Placement, route_key
 from operators.streaming.layer import StreamingLayer
 from operators.streaming.log_source import LogSource
@@ -49,6 +56,11 @@ from operators.streaming.reference import AffectedRecompute, full_recompute
 from operators.streaming.rules import LayerRule
 from operators.streaming.setup import InitData, Setup, StaticSetup, init_item
 from operators.streaming.sinks import EmbeddingSink, summarize_stream
+from operators.streaming.update_files import (
+    read_update_file,
+    update_batches,
+    write_update_file,
+)
 from operators.streaming.windows import (
     Adaptive,
     Count,
@@ -57,6 +69,7 @@ from operators.streaming.windows import (
     Tumbling,
     Window,
     WindowBuffer,
+    parse_window,
 )
 
 __all__ = [
@@ -68,6 +81,9 @@ __all__ = [
     "EmbeddingSink",
     "FanOut",
     "Immediate",
+    "IngestClient",
+    "IngestReport",
+    "IngestServer",
     "InitData",
     "LayerDelta",
     "LayerRule",
@@ -87,9 +103,14 @@ __all__ = [
     "UpdateStream",
     "Window",
     "WindowBuffer",
+    "ZmqIngest",
     "full_recompute",
     "init_item",
+    "parse_window",
+    "read_update_file",
     "route_key",
     "streaming_gnn",
     "summarize_stream",
+    "update_batches",
+    "write_update_file",
 ]

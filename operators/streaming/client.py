@@ -39,6 +39,34 @@ import pyarrow as pa
 import zmq
 
 
+def query_embeddings(
+    endpoint: str, nodes: list[int], *, timeout_s: float = 5.0
+) -> dict[str, Any]:
+    """Ask a running job's sink for the current embeddings of ``nodes``.
+
+    The job's :class:`~operators.streaming.sinks.EmbeddingSink` must have a
+    ``query_endpoint``; this connects there.
+
+    Returns:
+        ``{"ok", "nodes", "live", "embeddings", "watermark", "applied_updates"}``.
+
+    Raises:
+        TimeoutError: if the sink did not answer within ``timeout_s`` (it answers
+            between items; a live source sends a tick at least every 100 ms).
+    """
+    socket: zmq.Socket[Any] = zmq.Context.instance().socket(zmq.DEALER)
+    socket.setsockopt(zmq.LINGER, 0)
+    try:
+        socket.connect(endpoint)
+        socket.send(json.dumps({"nodes": [int(n) for n in nodes]}).encode())
+        if not socket.poll(int(timeout_s * 1000)):
+            raise TimeoutError(f"no answer from {endpoint} within {timeout_s} s")
+        reply: dict[str, Any] = json.loads(socket.recv())
+        return reply
+    finally:
+        socket.close(linger=0)
+
+
 def encode_batch(batch: pa.RecordBatch | pa.Table) -> bytes:
     """An update batch as an Arrow IPC stream (the request's second frame)."""
     sink = pa.BufferOutputStream()

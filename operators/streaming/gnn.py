@@ -160,7 +160,10 @@ class LayerStep(Operator[Item, Item]):
             delta = LayerDelta.from_wire(item["delta"])
             yield from self._flush(self.buffer.offer(delta, self.event_ms))
         elif kind == TICK:
-            yield from self._flush(self.buffer.poll(None))
+            # A live source stamps event times from the wall clock, so its tick
+            # also advances event time: idle sessions close without new events.
+            self.event_ms = max(self.event_ms, int(item["now_ms"]))
+            yield from self._flush(self.buffer.poll(self.event_ms))
             yield from fan_out(item, self.out_shards)
 
     def finish(self) -> Iterator[Item]:

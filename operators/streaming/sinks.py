@@ -8,7 +8,9 @@ update rows the flushes account for, keeps a histogram of event-to-embedding
 latency (wall ms from the row's arrival at the source to the flush reaching the
 sink) and the offset watermark.
 
-* :meth:`EmbeddingSink.query` answers "what is node v's embedding now".
+* :meth:`EmbeddingSink.query` answers "what is node v's embedding now"; with a
+  ``query_endpoint`` a running job answers it over loopback too (a ROUTER socket
+  polled between items; :func:`operators.streaming.client.query_embeddings`).
 * At the end it yields one summary dict; :func:`summarize_stream` turns it into the
   job's JSON outputs, and ``out_path`` (``.npy``) receives the whole table.
 
@@ -33,18 +35,21 @@ Examples:
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+import zmq
 
 from engine.operator import Operator, StepContext
 from operators.streaming.items import DELTA, INIT
 from operators.streaming.windows import wall_ms
 
 _BINS = 60_001  # 1 ms latency bins up to 60 s, then one overflow bin
+_MAX_QUERY = 10_000  # nodes answered per query
 
 
 class EmbeddingSink(Operator[dict[str, Any], dict[str, Any]]):
@@ -53,11 +58,20 @@ class EmbeddingSink(Operator[dict[str, Any], dict[str, Any]]):
     Args:
         out_path: Write the final table here as ``.npy`` (atomically), or None.
         sample: How many nodes' embeddings the summary shows.
+        query_endpoint: Serve queries of current embeddings here (a JSON request
+            ``{"nodes": [...]}``), or None.
     """
 
-    def __init__(self, out_path: str | None = None, *, sample: int = 3) -> None:
+    def __init__(
+        self,
+        out_path: str | None = None,
+        *,
+        sample: int = 3,
+        query_endpoint: str | None = None,
+    ) -> None:
         self.out_path = out_path
         self.sample = sample
+        self.query_endpoint = query_endpoint
 
     def open(self, ctx: StepContext | None) -> None:
         """Start empty."""
@@ -71,6 +85,11 @@ class EmbeddingSink(Operator[dict[str, Any], dict[str, Any]]):
         self.histogram = np.zeros(_BINS, dtype=np.int64)
         self.first_arrival_ms = -1
         self.last_flush_ms = -1
+        self.socket: zmq.Socket[Any] | None = None
+        if self.query_endpoint is not None:
+            self.socket = zmq.Context.instance().socket(zmq.ROUTER)
+            self.socket.setsockopt(zmq.LINGER, 0)
+            self.socket.bind(self.query_endpoint)
 
     def _grow(self, num_nodes: int, width: int) -> None:
         if num_nodes > self.table.shape[0] or self.table.shape[1] != width:
@@ -92,7 +111,31 @@ class EmbeddingSink(Operator[dict[str, Any], dict[str, Any]]):
             self.live = np.asarray(item["live"], dtype=np.bool_).copy()
         elif item["kind"] == DELTA:
             self._upsert(item["delta"])
+        self._answer_queries()
         return iter(())
+
+    def _answer_queries(self) -> None:
+        """Answer the queries waiting on the socket (never blocks)."""
+        while self.socket is not None and self.socket.poll(0):
+            peer, *frames = self.socket.recv_multipart()
+            try:
+                request = json.loads(frames[-1]) if frames else {}
+                nodes = np.asarray(request["nodes"], dtype=np.int64)[:_MAX_QUERY]
+                n = self.live.shape[0]
+                inside = (nodes >= 0) & (nodes < n)
+                live = np.zeros(nodes.shape[0], dtype=np.bool_)
+                live[inside] = self.live[nodes[inside]]
+                reply = {
+                    "ok": True,
+                    "nodes": nodes.tolist(),
+                    "live": live.tolist(),
+                    "embeddings": self.query(np.where(inside, nodes, n)).tolist(),
+                    "watermark": self.watermark,
+                    "applied_updates": self.applied_updates,
+                }
+            except (ValueError, KeyError, TypeError, IndexError) as exc:
+                reply = {"ok": False, "error": str(exc)[:200]}
+            self.socket.send_multipart([peer, json.dumps(reply).encode()])
 
     def _upsert(self, delta: dict[str, Any]) -> None:
         nodes = np.asarray(delta["nodes"], dtype=np.int64)
@@ -128,6 +171,10 @@ class EmbeddingSink(Operator[dict[str, Any], dict[str, Any]]):
 
     def finish(self) -> Iterator[dict[str, Any]]:
         """Write the table (if asked) and yield the summary."""
+        self._answer_queries()
+        if self.socket is not None:
+            self.socket.close(linger=0)
+            self.socket = None
         n = self.live.shape[0]
         table = self.table[:n]
         if self.out_path is not None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import threading
 from collections.abc import Iterator
@@ -22,7 +23,7 @@ from operators.streaming import (
     streaming_gnn,
     summarize_stream,
 )
-from operators.streaming.client import IngestClient, encode_batch
+from operators.streaming.client import IngestClient, encode_batch, query_embeddings
 from operators.streaming.ingest import IngestServer, ZmqIngest
 from operators.streaming.update_files import write_update_file
 from storage import UpdateLimits, UpdateLog, edge_updates, make_updates
@@ -238,13 +239,18 @@ def test_zmq_ingest_feeds_the_streaming_gnn(tmp_path) -> None:
     p = Pipeline("ingest")
     p.step("updates", source)
     last = streaming_gnn(p, "gnn", "updates", num_layers=2, dtype="float64")
-    p.step("embeddings", EmbeddingSink(str(tmp_path / "emb.npy")), last)
+    query = free_endpoint()
+    sink = EmbeddingSink(str(tmp_path / "emb.npy"), query_endpoint=query)
+    p.step("embeddings", sink, last)
     p.step("summary", summarize_stream, "embeddings")
     p.record("summary")
+    answers = []
 
     def produce() -> None:
         with IngestClient(endpoint, "producer") as client:
             client.send_all(batches, timeout_s=1.0, deadline_s=60)
+            # the job is live: its sink answers between items (ticks every 100 ms)
+            answers.append(query_embeddings(query, [0, 1, 10**6], timeout_s=30))
             client.end()
 
     thread = threading.Thread(target=produce)
@@ -252,6 +258,10 @@ def test_zmq_ingest_feeds_the_streaming_gnn(tmp_path) -> None:
     result = execute(p, "local")
     thread.join()
     assert result.outputs["applied_updates"] == 600
+    [answer] = answers
+    assert answer["ok"]
+    assert answer["live"] == [True, True, False]
+    assert np.asarray(answer["embeddings"]).shape == (3, 5)
     oracle = Oracle(graph, x)
     for batch in batches:
         oracle.apply(batch)
@@ -266,8 +276,6 @@ def test_strata_ingest_sends_a_file(served, tmp_path, suffix, capsys) -> None:
     graph = rmat_graph(scale=5)
     batches = list(UpdateStream(graph, feature_dim=2, seed=1).batches(250, 250))
     path = write_update_file(batches, tmp_path / f"updates.{suffix}")
-    import argparse
-
     parser = argparse.ArgumentParser()
     command = IngestCommand()
     command.configure(parser)

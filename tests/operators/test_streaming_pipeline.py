@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from engine import CheckpointConfig, Operator, Pipeline, RunConfig, execute
+from engine.testing import ListSink, ListSource, run
 from operators.streaming import (
     Count,
     EmbeddingSink,
@@ -19,6 +20,7 @@ from operators.streaming import (
     StreamingGNN,
     StreamingModel,
     UpdateStream,
+    init_item,
     streaming_gnn,
     summarize_stream,
 )
@@ -162,3 +164,30 @@ def test_in_process_cascade_matches_the_pipeline(stream, tmp_path) -> None:
     np.testing.assert_allclose(
         np.load(out)[stream["nodes"]], gnn.embeddings(stream["nodes"]), atol=1e-12
     )
+
+
+def test_ticks_close_idle_sessions_before_the_stream_ends(stream) -> None:
+    setup = StaticSetup(
+        stream["graph"], stream["x"], StreamingModel.from_module(stream["model"])
+    )
+    batch = stream["batches"][0].slice(0, 10)
+    items = [
+        init_item(setup.load()),
+        {"kind": "updates", "batch": batch, "offset": 0, "arrival_ms": 0},
+        {"kind": "tick", "now_ms": 10**12},  # far past every session's gap
+        {
+            "kind": "updates",
+            "batch": stream["batches"][0].slice(10, 5),
+            "offset": 10,
+            "arrival_ms": 0,
+        },
+    ]
+    p = Pipeline("ticks")
+    p.step("source", ListSource(items))
+    last = streaming_gnn(p, "gnn", "source", num_layers=2, window=Session(gap_ms=10**6))
+    p.step("out", ListSink(), last)
+    kinds = [
+        (item["kind"], item.get("delta", {}).get("updates")) for item in run(p)["out"]
+    ]
+    # the tick flushed the first 10 updates; the last 5 flushed at the end
+    assert kinds == [("init", None), ("delta", 10), ("tick", None), ("delta", 5)]

@@ -73,7 +73,11 @@ def main() -> None:
             for b in (int(v) for v in args.batch_sizes.split(",")):
                 rows.append(throughput_row(setup, b))
                 print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
-            result.update(rows=rows, full_wins_at_batch_size=crossover(rows))
+            result.update(
+                rows=rows,
+                full_wins_at_batch_size=crossover(rows),
+                full_wins_at_batch_size_cpu=crossover(rows, "cpu_speedup_vs_full"),
+            )
         elif args.experiment == "windows":
             result["rows"] = window_curve(
                 setup, windows_for_curve(), num_updates=args.updates

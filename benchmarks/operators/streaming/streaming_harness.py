@@ -13,6 +13,10 @@ All three include applying the batch to their graph. Baselines run the model in 
 own dtype (float32); the incremental path keeps float64 accumulators and float32
 inputs. Each path is timed over its own number of batches (the baselines are
 orders of magnitude slower), after warm-up batches that are not timed.
+
+Both wall-clock and process CPU time are recorded: on a shared machine the load of
+other jobs changes between the timed segments, which moves wall-clock ratios; CPU
+seconds are steadier but charge a multi-threaded baseline for every thread.
 """
 
 from __future__ import annotations
@@ -82,10 +86,23 @@ def _touched(batch: pa.RecordBatch) -> tuple[np.ndarray, np.ndarray, np.ndarray]
     return u.dst[edges], u.node[sets], u.feature[sets]
 
 
-def _rate(rows: int, seconds: float, batches: int) -> dict[str, float]:
+class _Timer:
+    """Wall-clock and process CPU seconds of a block."""
+
+    def __enter__(self) -> _Timer:
+        self.wall, self.cpu = time.perf_counter(), time.process_time()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.wall = time.perf_counter() - self.wall
+        self.cpu = time.process_time() - self.cpu
+
+
+def _rate(rows: int, timer: _Timer, batches: int) -> dict[str, float]:
     return {
-        "updates_per_s": rows / seconds,
-        "ms_per_batch": 1e3 * seconds / batches,
+        "updates_per_s": rows / timer.wall,
+        "updates_per_cpu_s": rows / timer.cpu,
+        "ms_per_batch": 1e3 * timer.wall / batches,
         "timed_batches": batches,
     }
 
@@ -98,14 +115,13 @@ def time_incremental(setup: Setup, batches: list[pa.RecordBatch], warmup: int) -
         gnn.apply(LayerDelta.from_updates(batch))
     before = gnn.stats()
     gc.collect()
-    start = time.perf_counter()
-    for batch in batches[warmup:]:
-        gnn.apply(LayerDelta.from_updates(batch))
-    seconds = time.perf_counter() - start
+    with _Timer() as timer:
+        for batch in batches[warmup:]:
+            gnn.apply(LayerDelta.from_updates(batch))
     timed = batches[warmup:]
     rows = sum(b.num_rows for b in timed)
     after = gnn.stats()
-    out: dict[str, Any] = _rate(rows, seconds, len(timed))
+    out: dict[str, Any] = _rate(rows, timer, len(timed))
     for key in (
         "layer1.agg_rows",
         "layer2.agg_rows",
@@ -140,13 +156,12 @@ def time_affected(setup: Setup, batches: list[pa.RecordBatch], warmup: int) -> d
     for batch in batches[:warmup]:
         baseline.update(*state.apply(batch))
     recomputed = baseline.recomputed
-    start = time.perf_counter()
-    for batch in batches[warmup:]:
-        baseline.update(*state.apply(batch))
-    seconds = time.perf_counter() - start
+    with _Timer() as timer:
+        for batch in batches[warmup:]:
+            baseline.update(*state.apply(batch))
     timed = batches[warmup:]
     rows = sum(b.num_rows for b in timed)
-    out = _rate(rows, seconds, len(timed))
+    out = _rate(rows, timer, len(timed))
     out["recomputed_per_update"] = (baseline.recomputed - recomputed) / rows
     return out
 
@@ -157,13 +172,12 @@ def time_full(setup: Setup, batches: list[pa.RecordBatch], warmup: int) -> dict:
     for batch in batches[:warmup]:
         state.apply(batch)
         full_recompute(setup.model, state.graph, state.x, dtype=torch.float32)
-    start = time.perf_counter()
-    for batch in batches[warmup:]:
-        state.apply(batch)
-        full_recompute(setup.model, state.graph, state.x, dtype=torch.float32)
-    seconds = time.perf_counter() - start
+    with _Timer() as timer:
+        for batch in batches[warmup:]:
+            state.apply(batch)
+            full_recompute(setup.model, state.graph, state.x, dtype=torch.float32)
     timed = batches[warmup:]
-    return _rate(sum(b.num_rows for b in timed), seconds, len(timed))
+    return _rate(sum(b.num_rows for b in timed), timer, len(timed))
 
 
 #: Timed batches (after 2 warm-up ones) per path and batch size: the baselines cost
@@ -192,6 +206,12 @@ def throughput_row(setup: Setup, batch_size: int) -> dict[str, Any]:
         "full_updates_per_s": round(full["updates_per_s"], 2),
         "speedup_vs_affected": round(inc["updates_per_s"] / aff["updates_per_s"], 2),
         "speedup_vs_full": round(inc["updates_per_s"] / full["updates_per_s"], 2),
+        "cpu_speedup_vs_affected": round(
+            inc["updates_per_cpu_s"] / aff["updates_per_cpu_s"], 2
+        ),
+        "cpu_speedup_vs_full": round(
+            inc["updates_per_cpu_s"] / full["updates_per_cpu_s"], 2
+        ),
         "incremental_ms_per_batch": round(inc["ms_per_batch"], 2),
         "affected_ms_per_batch": round(aff["ms_per_batch"], 1),
         "full_ms_per_batch": round(full["ms_per_batch"], 1),
@@ -206,9 +226,9 @@ def throughput_row(setup: Setup, batch_size: int) -> dict[str, Any]:
     }
 
 
-def crossover(rows: list[dict[str, Any]]) -> int | None:
+def crossover(rows: list[dict[str, Any]], key: str = "speedup_vs_full") -> int | None:
     """B*: the smallest batch size at which a full recompute per batch is faster."""
     for row in sorted(rows, key=lambda r: r["batch_size"]):
-        if row["full_updates_per_s"] > row["incremental_updates_per_s"]:
+        if row[key] < 1.0:
             return int(row["batch_size"])
     return None
