@@ -6,10 +6,10 @@ shuffled undirected edge file (``edges.bin``: int32 pairs, random order, seed 0)
 then starts one fresh ``run_partitioner.py`` process per (method, graph, k). The
 child loads its input in native form (CSR for multilevel/pymetis/streaming, the
 edge file for GREM), warms numba up on a tiny graph (``warmup_s``: compile or cache
-load), then runs the seeds; ``peak_rss_bytes`` is the larger of the RSS sampled
-every 5 ms during the runs and the process's ``ru_maxrss``, minus the RSS right
-after the input loaded and numba warmed up (pymetis holds the GIL, so only
-``ru_maxrss`` sees its peak).
+load), then runs the seeds; ``peak_rss_bytes`` is the kernel's RSS high-water mark
+during the runs (``VmHWM``, reset through ``/proc/self/clear_refs`` once the input
+is loaded and numba warmed up) minus the RSS at that moment. pymetis holds the
+GIL, so a sampling thread alone would miss its peak.
 """
 
 from __future__ import annotations
