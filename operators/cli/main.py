@@ -28,6 +28,11 @@ COMMANDS: list[Command] = [
         "import, inspect and generate dataset directories",
         "operators.cli.dataset:DatasetCommand",
     ),
+    LazyCommand(
+        "partition",
+        "partition a graph (metis, grem, ldg, fennel, hdrf, random, hash)",
+        "operators.cli.partition:PartitionCommand",
+    ),
 ]
 
 

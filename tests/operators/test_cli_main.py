@@ -1,0 +1,27 @@
+"""The assembled ``strata`` entry point exposes every package's subcommands."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from operators.cli.main import main
+
+
+def test_help_lists_every_subcommand(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--help"])
+    assert exit_info.value.code == 0
+    out = capsys.readouterr().out
+    for command in ("run", "describe", "dataset", "partition"):
+        assert f"    {command} " in out
+
+
+def test_partition_command_through_the_entry_point(tmp_path: Path) -> None:
+    report = tmp_path / "report.json"
+    argv = ["partition", "planetoid:cora", "--k", "2", "--method", "random"]
+    assert main([*argv, "--report", str(report)]) == 0
+    data = json.loads(report.read_text())
+    assert data["method"] == "random"
+    assert data["k"] == 2
+    assert sum(data["part_sizes"]) == 2708
