@@ -63,7 +63,7 @@ def decay_factor(refreshed: torch.Tensor, degree: torch.Tensor) -> torch.Tensor:
 
 class _MovingSum(torch.autograd.Function):
     @staticmethod
-    def forward(  # type: ignore[override]
+    def forward(
         ctx: Any, partial: torch.Tensor, carried: torch.Tensor, decay: torch.Tensor
     ) -> torch.Tensor:
         shape = (decay.shape[0],) + (1,) * (partial.dim() - 1)

@@ -1,0 +1,39 @@
+"""Emma: source chunking with moving (stale) aggregation (``emma.md``, issue 6).
+
+An approximate option of partition-parallel full-graph training: iteration ``t``
+exchanges and aggregates only the sources of chunk ``t mod S`` (about ``1/S`` of
+the halo rows and edges); each destination keeps a moving aggregate for the
+rest; every iteration still computes all destinations and steps the optimizer;
+every reported metric comes from an exact evaluation pass.
+
+* :class:`EmmaConfig` and :func:`check_emma` (rejected combinations);
+* :class:`SourceChunker` (:mod:`.chunker`): counter-based chunk ids, restricted
+  halo plans and filtered CSR per iteration;
+* :class:`MovingState` (:mod:`.state`): the per-layer buffers, with
+  snapshot/restore;
+* :class:`EmmaEngine` (:mod:`.engine`): one rank's iteration, refresh and exact
+  evaluation, with Emma's counters;
+* :class:`EmmaTrainer` (:mod:`.trainer`): the pipeline step, and
+  :func:`emma_summary`, the report's ``emma`` section.
+
+The moving sum itself is :func:`operators.kernels.moving_aggr.moving_sum`.
+"""
+
+from operators.trainers.distributed.emma.chunker import SourceChunker, chunk_ids, mix64
+from operators.trainers.distributed.emma.config import EmmaConfig, check_emma
+from operators.trainers.distributed.emma.engine import EmmaEngine, emma_worker
+from operators.trainers.distributed.emma.state import MovingState
+from operators.trainers.distributed.emma.trainer import EmmaTrainer, emma_summary
+
+__all__ = [
+    "EmmaConfig",
+    "EmmaEngine",
+    "EmmaTrainer",
+    "MovingState",
+    "SourceChunker",
+    "check_emma",
+    "chunk_ids",
+    "emma_summary",
+    "emma_worker",
+    "mix64",
+]
