@@ -33,13 +33,18 @@ Examples:
 
 from __future__ import annotations
 
+from typing import Any
+
+import numba
+import numpy as np
 import torch
 
 _M32 = 0xFFFFFFFF
 _MUL = 0x045D9F3B  # < 2^27: h * _MUL stays below 2^59 for 32-bit h
 _COL = 0x09E3779B  # spreads column indices before mixing
 _BITS = 24  # resolution of the keep probability
-_BLOCK = 1 << 18  # elements hashed at once
+_BLOCK = 1 << 18  # elements hashed at once (torch path)
+_LOW = (1 << _BITS) - 1
 
 
 def _mix(h: torch.Tensor) -> torch.Tensor:
@@ -63,6 +68,49 @@ def stream_key(seed: int, epoch: int, layer: int) -> int:
     return key
 
 
+@numba.njit(cache=True, inline="always")
+def _mix_nb(h: int) -> int:  # pragma: no cover - numba
+    h = (((h >> 16) ^ h) * _MUL) & _M32
+    h = (((h >> 16) ^ h) * _MUL) & _M32
+    return (h >> 16) ^ h
+
+
+@numba.njit(cache=True, nogil=True)
+def _mask_cpu(
+    ids: np.ndarray, cols: np.ndarray, key: int, threshold: int, out: np.ndarray
+) -> None:  # pragma: no cover - numba
+    for i in range(ids.shape[0]):
+        v = ids[i]
+        row = _mix_nb(key ^ (v & _M32))
+        if v > _M32:
+            row = _mix_nb(row ^ (v >> 32))
+        for j in range(cols.shape[0]):
+            out[i, j] = (_mix_nb(row ^ cols[j]) & _LOW) >= threshold
+
+
+@numba.njit(cache=True, nogil=True)
+def _scale_cpu(
+    x: np.ndarray,
+    ids: np.ndarray,
+    cols: np.ndarray,
+    key: int,
+    threshold: int,
+    scale: float,
+) -> None:  # pragma: no cover - numba
+    for i in range(ids.shape[0]):
+        v = ids[i]
+        row = _mix_nb(key ^ (v & _M32))
+        if v > _M32:
+            row = _mix_nb(row ^ (v >> 32))
+        for j in range(cols.shape[0]):
+            keep = (_mix_nb(row ^ cols[j]) & _LOW) >= threshold
+            x[i, j] = x[i, j] * scale if keep else x[i, j] * 0.0
+
+
+def _column_keys(width: int, device: torch.device) -> torch.Tensor:
+    return _mix(torch.arange(width, dtype=torch.int64, device=device) * _COL & _M32)
+
+
 def keep_mask(
     ids: torch.Tensor, width: int, p: float, *, seed: int, epoch: int, layer: int
 ) -> torch.Tensor:
@@ -81,17 +129,31 @@ def keep_mask(
     """
     key = stream_key(seed, epoch, layer)
     ids = ids.to(torch.int64)
-    cols = _mix(torch.arange(width, dtype=torch.int64, device=ids.device) * _COL & _M32)
+    cols = _column_keys(width, ids.device)
     threshold = round(p * (1 << _BITS))
     out = torch.empty((ids.shape[0], width), dtype=torch.bool, device=ids.device)
+    if ids.device.type == "cpu":  # a numba kernel: no int64 temporaries at all
+        _mask_cpu(ids.contiguous().numpy(), cols.numpy(), key, threshold, out.numpy())
+        return out
+    return _keep_mask_torch(ids, cols, key, threshold, out)
+
+
+def _keep_mask_torch(
+    ids: torch.Tensor,
+    cols: torch.Tensor,
+    key: int,
+    threshold: int,
+    out: torch.Tensor,
+) -> torch.Tensor:
+    """The same bits as ``_mask_cpu``, with torch ops (CUDA; tests on CPU)."""
     # Rows in blocks: the int64 hash temporaries stay a few MiB whatever the size.
-    step = max(1, _BLOCK // max(width, 1))
+    step = max(1, _BLOCK // max(cols.shape[0], 1))
     for lo in range(0, ids.shape[0], step):
         block = ids[lo : lo + step]
         rows = _mix(key ^ (block & _M32))
-        if block.numel() and int(block.max()) > _M32:
-            rows = _mix(rows ^ (block >> 32))
-        bits = _mix(rows.unsqueeze(1) ^ cols.unsqueeze(0)) & ((1 << _BITS) - 1)
+        if block.numel() and int(block.max()) > _M32:  # ids past 2^32: per row
+            rows = torch.where(block > _M32, _mix(rows ^ (block >> 32)), rows)
+        bits = _mix(rows.unsqueeze(1) ^ cols.unsqueeze(0)) & _LOW
         torch.ge(bits, threshold, out=out[lo : lo + step])
     return out
 
@@ -102,9 +164,17 @@ def scale_rows_(
     """Multiply ``x`` in place by the dropout factor ``mask / (1 - p)``; return it.
 
     Forward applies it to loaded rows and backward to their gradients (the
-    factor is its own derivative), block by block so no mask-sized tensor lives.
+    factor is its own derivative), without a mask-sized temporary on CPU.
     """
-    if p == 0.0:
+    if p == 0.0 or x.shape[0] == 0:
+        return x
+    scale = 1.0 / (1.0 - p)
+    if x.device.type == "cpu" and x.dtype == torch.float32 and x.is_contiguous():
+        key = stream_key(seed, epoch, layer)
+        threshold = round(p * (1 << _BITS))
+        cols = _column_keys(x.shape[1], x.device).numpy()
+        ids64 = ids.to(torch.int64).contiguous().numpy()
+        _scale_cpu(x.numpy(), ids64, cols, key, threshold, np.float32(scale))
         return x
     step = max(1, _BLOCK // max(x.shape[1], 1))
     for lo in range(0, x.shape[0], step):
@@ -112,8 +182,63 @@ def scale_rows_(
             ids[lo : lo + step], x.shape[1], p, seed=seed, epoch=epoch, layer=layer
         )
         block = x[lo : lo + step]
-        block.mul_(mask.to(x.dtype)).mul_(1.0 / (1.0 - p))
+        block.mul_(mask.to(x.dtype)).mul_(scale)
     return x
+
+
+@numba.njit(cache=True, nogil=True)
+def _dropout_cpu(
+    x: np.ndarray,
+    ids: np.ndarray,
+    cols: np.ndarray,
+    key: int,
+    threshold: int,
+    scale: float,
+    out: np.ndarray,
+    mask: np.ndarray,
+) -> None:  # pragma: no cover - numba
+    for i in range(ids.shape[0]):
+        v = ids[i]
+        row = _mix_nb(key ^ (v & _M32))
+        if v > _M32:
+            row = _mix_nb(row ^ (v >> 32))
+        for j in range(cols.shape[0]):
+            keep = (_mix_nb(row ^ cols[j]) & _LOW) >= threshold
+            mask[i, j] = keep
+            out[i, j] = x[i, j] * scale if keep else x[i, j] * 0.0
+
+
+class _CounterDropout(torch.autograd.Function):
+    """Fused mask-and-scale on CPU (one pass; the bool mask kept for backward)."""
+
+    @staticmethod
+    def forward(  # type: ignore[override]
+        ctx: Any, x: torch.Tensor, ids: torch.Tensor, p: float, key: int
+    ) -> torch.Tensor:
+        scale = 1.0 / (1.0 - p)
+        out = torch.empty_like(x)
+        mask = torch.empty(x.shape, dtype=torch.bool)
+        cols = _column_keys(x.shape[1], x.device).numpy()
+        threshold = round(p * (1 << _BITS))
+        ids64 = ids.to(torch.int64).contiguous().numpy()
+        _dropout_cpu(
+            x.numpy(),
+            ids64,
+            cols,
+            key,
+            threshold,
+            np.float32(scale),
+            out.numpy(),
+            mask.numpy(),
+        )
+        ctx.save_for_backward(mask)
+        ctx.scale = scale
+        return out
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple[Any, ...]:
+        (mask,) = ctx.saved_tensors
+        return grad * mask * ctx.scale, None, None, None
 
 
 def counter_dropout(
@@ -136,9 +261,14 @@ def counter_dropout(
         layer: the layer whose input ``x`` is.
 
     Returns:
-        ``x * mask / (1 - p)``.
+        ``x * mask / (1 - p)`` (the same values on every device).
     """
     if p == 0.0:
         return x
+    fused = x.device.type == "cpu" and x.dtype == torch.float32 and x.dim() == 2
+    if fused and x.is_contiguous():
+        key = stream_key(seed, epoch, layer)
+        result: torch.Tensor = _CounterDropout.apply(x, ids, p, key)
+        return result
     mask = keep_mask(ids, x.shape[1], p, seed=seed, epoch=epoch, layer=layer)
     return x * mask.to(x.dtype) * (1.0 / (1.0 - p))

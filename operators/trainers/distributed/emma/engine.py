@@ -176,6 +176,7 @@ class EmmaEngine(PartitionParallelEngine):
                 "seed": self.emma.seed,
                 "refreshes": list(self.refreshes),
                 "buffer_bytes": self.state.buffer_bytes,
+                "widths": list(self.widths),
                 "halo_history_bytes": sum(halo_rows * w * 4 for w in self.widths),
                 "exact_exchange_bytes": self._exact_bytes(),
                 "local_edges": self.chunker.local.num_edges,

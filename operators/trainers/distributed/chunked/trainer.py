@@ -1,0 +1,455 @@
+"""HongTu-style chunked training on one worker: :class:`ChunkedEngine`.
+
+Worker ``g`` owns part ``P_g``, split into ``M`` chunks; chunk ``c`` has
+destinations ``D_c``, all their in-edges and sources ``S_c`` (``hongtu.md``
+§3.1). Vertex data lives in the shared host store; the device holds one step's
+rows at a time, accounted in a :class:`DeviceArena`. One training epoch
+(``hongtu.md`` §3.4):
+
+* **forward**, layer by layer (a barrier between layers, pitfall 1), chunk by
+  chunk in the plan's order: load ``S_c``'s rows by the deduplicated load plan
+  (:class:`Transfers`; dropout applied once, as rows arrive from the host),
+  aggregate over the chunk's graph, combine, activate, write ``H^l[D_c]`` to the
+  host; cache the aggregate where the layer's policy says so. The last layer
+  computes the loss share and writes ``dH^L[D_c]``.
+* **backward**, layers in reverse, chunks in reverse: read ``dH^l[D_c]``, restore
+  (cached aggregate) or recompute (rows refetched by the reversed plan) the
+  layer's input, recompute the vertex-local part under autograd (same masks),
+  accumulate the weights' gradients; for ``l > 1`` the rows' gradients go back
+  through the mirrored plan and are added to ``dH^{l-1}`` on the host, one writer
+  per row per step (a barrier between steps, pitfall 2).
+
+The loop around it (all-reduce, Adam, evaluation, early stopping) is
+:func:`~operators.trainers.distributed.loop.run_worker`; evaluation runs the
+forward pass without dropout or cache writes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from engine.gang import GangContext
+from operators.layers import BasicGNN
+from operators.trainers.base import SplitMetrics
+from operators.trainers.distributed.chunked.arena import DeviceArena
+from operators.trainers.distributed.chunked.host_store import HostStore
+from operators.trainers.distributed.chunked.memory_model import model_state_bytes
+from operators.trainers.distributed.chunked.steps import holds_previous, unpack_steps
+from operators.trainers.distributed.chunked.transfer import DropFn, Transfers
+from operators.trainers.distributed.config import CachePolicy
+from operators.trainers.distributed.counters import TransferCounters
+from operators.trainers.distributed.dropout import scale_rows_
+from operators.trainers.distributed.inputs import WorkerInputs
+from operators.trainers.distributed.local_graph import PropagationGraph
+from operators.trainers.distributed.loop import reduce_split_metrics
+from operators.trainers.distributed.programs import (
+    LayerProgram,
+    SliceTensors,
+    layer_widths,
+    program_for,
+)
+from partition import LoadMode, PartitionBook
+
+
+class ChunkedEngine:
+    """One rank of HongTu-style chunked training (see the module docstring).
+
+    Args:
+        ctx: the rank's gang context.
+        inputs: the run's shared inputs (host store, chunk plans included).
+    """
+
+    def __init__(self, ctx: GangContext, inputs: WorkerInputs) -> None:
+        self.ctx = ctx
+        self.inputs = inputs
+        self.config = inputs.config
+        plan = inputs.extra["plan"]
+        self.plan = plan
+        self.num_chunks = int(plan["chunks"])
+        self.policies = [CachePolicy(p) for p in plan["policies"]]
+        self.hold = holds_previous(LoadMode(plan["dedup"]))
+        self.device = ctx.device
+        self.counters = TransferCounters()
+        self.arena = DeviceArena(
+            inputs.dist.device_budget, self.device, where=f"worker rank {ctx.rank}"
+        )
+        self.moves = Transfers(self.arena, self.counters)
+        self.num_train = inputs.split_nodes["train"]
+        rank = ctx.rank
+        book = PartitionBook.from_arrays(inputs.arrays("book."))
+        schedule = book.chunks
+        assert schedule is not None, "a chunked book"
+        self.owned = torch.from_numpy(book.owned_ids(rank))
+        chunks = [int(c) for c in schedule.order[rank]]
+        self.src = [schedule.src_of(c) for c in chunks]
+        self.dst = [schedule.dst_of(c) for c in chunks]
+        self.src_t = [torch.from_numpy(s) for s in self.src]
+        self.dst_t = [torch.from_numpy(d) for d in self.dst]
+        shared = inputs.shared
+        self.fwd = unpack_steps(
+            shared[f"plan.fwd.g{rank}.data"].numpy(),
+            shared[f"plan.fwd.g{rank}.offsets"].numpy(),
+        )
+        self.rev = unpack_steps(
+            shared[f"plan.rev.g{rank}.data"].numpy(),
+            shared[f"plan.rev.g{rank}.offsets"].numpy(),
+        )
+        y, masks = shared["y"], {s: shared[f"mask.{s}"] for s in inputs.split_nodes}
+        self.labels = [y[d].to(self.device) for d in self.dst_t]
+        self.split_pos = [
+            {s: torch.nonzero(m[d]).flatten().to(self.device) for s, m in masks.items()}
+            for d in self.dst_t
+        ]
+        self.store: HostStore | None = None
+
+    # ------------------------------------------------------------------ engine
+    def setup(self, model: BasicGNN) -> None:
+        """Build each chunk's graph slice; account the model in the arena."""
+        self.program: LayerProgram = program_for(model)
+        self.widths = layer_widths(model)
+        self.store = HostStore(self.inputs.shared, model.num_layers)
+        prop = PropagationGraph.from_arrays(self.inputs.arrays("prop."))
+        self.parts = [
+            SliceTensors.of(prop.slice(d, s), self.device)
+            for d, s in zip(self.dst, self.src, strict=True)
+        ]
+        self.self_pos = [
+            torch.from_numpy(np.searchsorted(s, d)).to(self.device)
+            for d, s in zip(self.dst, self.src, strict=True)
+        ]
+        self.arena.reserve("model", model_state_bytes(model, self.inputs.dist))
+
+    def train_epoch(self, model: BasicGNN, epoch: int) -> float:
+        """Forward and backward, chunk by chunk; return the global loss."""
+        assert self.store is not None, "setup() first"
+        for layer in range(1, model.num_layers):  # dH accumulates flushes: zero it
+            self.store.grad(layer)[self.owned] = 0.0
+        self.ctx.barrier()
+        loss = self._forward(model, epoch, splits=())
+        self._backward(model, epoch)
+        total = torch.tensor([loss], dtype=torch.float64, device=self.device)
+        return float(self.ctx.all_reduce(total).item())
+
+    @torch.no_grad()
+    def evaluate(
+        self, model: BasicGNN, splits: tuple[str, ...]
+    ) -> Mapping[str, SplitMetrics]:
+        """The forward pass without dropout; global loss and accuracy per split."""
+        sums: dict[str, list[float]] = {s: [0.0, 0.0] for s in splits}
+        self._forward(model, None, splits=splits, sums=sums)
+        return reduce_split_metrics(
+            self.ctx,
+            {s: (v[0], v[1], self.inputs.split_nodes[s]) for s, v in sums.items()},
+        )
+
+    def report(self) -> dict[str, Any]:
+        """The arena's high-water mark beside the modelled peak, and the plan."""
+        rank = self.ctx.rank
+        return {
+            "arena_peak_bytes": self.arena.peak_bytes,
+            "modelled_peak_bytes": self.plan["modelled_peak_bytes"][rank],
+            "device_budget": self.inputs.dist.device_budget,
+            "chunks": self.num_chunks,
+        }
+
+    # ------------------------------------------------------------------ passes
+    def _drop(self, model: BasicGNN, epoch: int | None, layer: int) -> DropFn | None:
+        if epoch is None or model.dropout == 0:
+            return None
+        p, seed = model.dropout, self.config.seed
+
+        def drop(rows: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
+            return scale_rows_(rows, ids, p=p, seed=seed, epoch=epoch, layer=layer - 1)
+
+        return drop
+
+    def _forward(
+        self,
+        model: BasicGNN,
+        epoch: int | None,
+        *,
+        splits: tuple[str, ...],
+        sums: dict[str, list[float]] | None = None,
+    ) -> float:
+        """Every layer over every chunk; the loss share (training) or ``sums``."""
+        assert self.store is not None
+        training = epoch is not None
+        phase = "fwd" if training else "eval"
+        arena, moves, program = self.arena, self.moves, self.program
+        num_layers = model.num_layers
+        loss_sum = 0.0
+        for layer in range(1, num_layers + 1):
+            conv = model.convs[layer - 1]
+            d_in, d_out = self.widths[layer - 1]
+            last = layer == num_layers
+            table = self.store.input(layer)
+            drop = self._drop(model, epoch, layer)
+            cache = training and self.policies[layer - 1] is CachePolicy.CACHE
+            prev: torch.Tensor | None = None
+            for s in range(self.num_chunks):
+                dst, part = self.dst_t[s], self.parts[s]
+                rows = moves.load(
+                    self.fwd[s],
+                    prev,
+                    table,
+                    self.src[s].shape[0],
+                    phase=phase,
+                    layer=layer,
+                    cur_ids=self.src_t[s],
+                    drop=drop,
+                )
+                arena.free("prev")
+                moves.topology(part, "topo", phase=phase, layer=layer, transpose=False)
+                num_dst = dst.shape[0]
+                work = program.work_bytes(num_dst, d_in, d_out, backward=False)
+                if part.row_scale is not None:
+                    work += 4 * num_dst * d_in
+                if last and training:
+                    work += 8 * num_dst * d_out  # the loss and its gradient
+                arena.reserve("work", work)
+                z = arena.adopt("z", program.aggregate(part, rows))
+                root = None
+                if program.needs_root:
+                    root = arena.adopt("root", rows[self.self_pos[s]])
+                y = arena.adopt("y", program.combine(conv, z, root))
+                if cache:
+                    moves.write(
+                        self.store.cache(layer),
+                        dst,
+                        z,
+                        counter="cache_d2h_bytes",
+                        phase=phase,
+                        layer=layer,
+                    )
+                if not last:
+                    y = _activate(model, y)
+                    moves.write(
+                        self.store.output(layer),
+                        dst,
+                        y,
+                        counter="d2h_bytes",
+                        phase=phase,
+                        layer=layer,
+                    )
+                elif training:
+                    loss, grad = self._loss(y, s)
+                    loss_sum += loss
+                    moves.write(
+                        self.store.grad(layer),
+                        dst,
+                        grad,
+                        counter="d2h_bytes",
+                        phase=phase,
+                        layer=layer,
+                    )
+                else:
+                    assert sums is not None
+                    self._score(y, s, splits, sums)
+                arena.free("work", "z", "root", "y", "topo")
+                if self.hold:
+                    arena.rename("rows", "prev")
+                    prev = rows
+                else:
+                    arena.free("rows")
+                self.ctx.heartbeat()
+            arena.free("prev")
+            self.ctx.barrier()  # layer l + 1 reads every chunk's layer-l output
+        return loss_sum
+
+    def _loss(self, y: torch.Tensor, step: int) -> tuple[float, torch.Tensor]:
+        """This chunk's share of the training loss and its gradient w.r.t. ``y``."""
+        pos = self.split_pos[step]["train"]
+        with torch.enable_grad():
+            leaf = y.detach().requires_grad_(True)
+            loss = F.cross_entropy(leaf[pos], self.labels[step][pos], reduction="sum")
+            loss = loss / self.num_train
+            (grad,) = torch.autograd.grad(loss, leaf)
+        return float(loss.detach()), grad
+
+    def _score(
+        self,
+        y: torch.Tensor,
+        step: int,
+        splits: tuple[str, ...],
+        sums: dict[str, list[float]],
+    ) -> None:
+        for split in splits:
+            pos = self.split_pos[step][split]
+            logits, labels = y[pos], self.labels[step][pos]
+            sums[split][0] += float(
+                F.cross_entropy(logits.double(), labels, reduction="sum")
+            )
+            sums[split][1] += float((logits.argmax(dim=1) == labels).sum())
+
+    def _backward(self, model: BasicGNN, epoch: int) -> None:
+        """Layers and chunks in reverse; weight gradients and ``dH`` flushes."""
+        assert self.store is not None
+        arena, moves, program = self.arena, self.moves, self.program
+        for layer in range(model.num_layers, 0, -1):
+            d_in, d_out = self.widths[layer - 1]
+            table = self.store.input(layer)
+            drop = self._drop(model, epoch, layer)
+            refetch = self.policies[layer - 1] is CachePolicy.REFETCH
+            needs_rows_grad = layer > 1
+            carry: torch.Tensor | None = None
+            rprev: torch.Tensor | None = None
+            for s in reversed(range(self.num_chunks)):
+                dst, part = self.dst_t[s], self.parts[s]
+                num_src, num_dst = self.src[s].shape[0], dst.shape[0]
+                dy = moves.read(
+                    self.store.grad(layer),
+                    dst,
+                    "dy",
+                    counter="grad_h2d_bytes",
+                    phase="bwd",
+                    layer=layer,
+                )
+                moves.topology(
+                    part, "topo", phase="bwd", layer=layer, transpose=needs_rows_grad
+                )
+                work = program.work_bytes(num_dst, d_in, d_out, backward=True)
+                work += 4 * num_dst * d_in * (2 if part.row_scale is not None else 1)
+                if refetch:
+                    rows = moves.load(
+                        self.rev[self.num_chunks - 1 - s],
+                        rprev,
+                        table,
+                        num_src,
+                        phase="bwd",
+                        layer=layer,
+                        cur_ids=self.src_t[s],
+                        drop=drop,
+                    )
+                    arena.free("rprev")
+                    arena.reserve("work", work)
+                    contrib = self._recompute(
+                        model, layer, s, rows, dy, needs_rows_grad
+                    )
+                else:
+                    rows = None
+                    contrib = self._restore(model, layer, s, dy, drop, work)
+                arena.free("dy", "z", "root", "work", "grads")
+                if needs_rows_grad:
+                    assert contrib is not None
+                    if carry is None:
+                        grad = contrib
+                        arena.rename("contrib", "grad")
+                    else:
+                        grad = carry.add_(contrib)
+                        arena.rename("carry", "grad")
+                        arena.free("contrib")
+                    carry = None
+                    if self.hold and s > 0:
+                        carry = arena.alloc(
+                            "carry", (self.src[s - 1].shape[0], d_in), zero=True
+                        )
+                    moves.flush(
+                        self.fwd[s],
+                        grad,
+                        carry,
+                        self.store.grad(layer - 1),
+                        phase="bwd",
+                        layer=layer,
+                        drop=drop,
+                    )
+                    arena.free("grad")
+                arena.free("topo")
+                if rows is not None and self.hold:
+                    arena.rename("rows", "rprev")
+                    rprev = rows
+                else:
+                    arena.free("rows")
+                self.ctx.heartbeat()
+                self.ctx.barrier()  # one writer per dH row per step (pitfall 2)
+            arena.free("carry", "rprev")
+            self.ctx.barrier()
+
+    def _recompute(
+        self,
+        model: BasicGNN,
+        layer: int,
+        step: int,
+        rows: torch.Tensor,
+        dy: torch.Tensor,
+        needs_rows_grad: bool,
+    ) -> torch.Tensor | None:
+        """Refetch policy: aggregate and combine again under autograd."""
+        conv, program = model.convs[layer - 1], self.program
+        with torch.enable_grad():
+            leaf = rows.detach().requires_grad_(needs_rows_grad)
+            z = program.aggregate(self.parts[step], leaf)
+            root = leaf[self.self_pos[step]] if program.needs_root else None
+            out = program.combine(conv, z, root)
+            if layer < model.num_layers:
+                out = model.act(out)
+            out.backward(dy)
+        if not needs_rows_grad:
+            return None
+        return self.arena.adopt("contrib", leaf.grad)
+
+    def _restore(
+        self,
+        model: BasicGNN,
+        layer: int,
+        step: int,
+        dy: torch.Tensor,
+        drop: DropFn | None,
+        work: int,
+    ) -> torch.Tensor | None:
+        """Cache policy: backpropagate from the cached aggregate, topology only."""
+        assert self.store is not None
+        conv, program, moves = model.convs[layer - 1], self.program, self.moves
+        dst = self.dst_t[step]
+        needs_rows_grad = layer > 1
+        z = moves.read(
+            self.store.cache(layer),
+            dst,
+            "z",
+            counter="cache_h2d_bytes",
+            phase="bwd",
+            layer=layer,
+        )
+        root = None
+        if program.needs_root:
+            root = moves.read(
+                self.store.input(layer),
+                dst,
+                "root",
+                counter="cache_h2d_bytes",
+                phase="bwd",
+                layer=layer,
+            )
+            if drop is not None:
+                drop(root, dst)
+        self.arena.reserve("work", work)
+        self.arena.reserve("grads", z.numel() * 4 * (2 if root is not None else 1))
+        with torch.enable_grad():
+            z.requires_grad_(needs_rows_grad)
+            if root is not None:
+                root.requires_grad_(needs_rows_grad)
+            out = program.combine(conv, z, root)
+            if layer < model.num_layers:
+                out = model.act(out)
+            out.backward(dy)
+        if not needs_rows_grad:
+            return None
+        assert z.grad is not None
+        contrib = self.arena.adopt(
+            "contrib", program.aggregate_t(self.parts[step], z.grad)
+        )
+        if root is not None:
+            assert root.grad is not None
+            contrib.index_add_(0, self.self_pos[step], root.grad)
+        return contrib
+
+
+def _activate(model: BasicGNN, y: torch.Tensor) -> torch.Tensor:
+    """The activation between layers (in place for ReLU: no second buffer)."""
+    if model.act is F.relu:
+        return F.relu_(y)
+    return model.act(y)

@@ -1,0 +1,227 @@
+"""The epoch loop every rank runs, around a mode-specific :class:`WorkerEngine`.
+
+It mirrors the single-device loop (:mod:`operators.trainers.base`) step for step,
+so a distributed run's records equal the oracle's: seed and build the model (the
+same code as ``FullGraphTrainer``), broadcast rank 0's weights, build Adam; then
+per epoch zero the gradients, let the engine run one full-graph forward and
+backward (its loss is already the global mean), all-reduce the gradients with
+``SUM`` (each rank's loss is a share of the global loss, ``hongtu.md`` §3.9),
+step, evaluate on the training and validation nodes, update early stopping and
+the best weights; finally evaluate the best (or last) weights on every split.
+
+Every rank holds the same model and the same all-reduced metrics, so every rank
+takes the same early-stopping decisions; rank 0 returns the history, the result
+and the final weights, every rank returns its transfer counters and report.
+
+A :class:`WorkerEngine` (``PartitionParallelEngine``, ``ChunkedEngine``, and the
+Emma option's engine later) implements three methods and keeps a
+:class:`~operators.trainers.distributed.counters.TransferCounters`.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import os
+import signal
+import time
+from collections.abc import Mapping
+from typing import Any, Literal, Protocol
+
+import numba
+import torch
+
+from engine.gang import GangContext, GradientAllReducer, broadcast_module
+from operators.layers import BasicGNN
+from operators.trainers.base import SplitMetrics, build_optimizer
+from operators.trainers.config import Monitor, TrainConfig
+from operators.trainers.data import SPLITS
+from operators.trainers.distributed.config import DistributedConfig
+from operators.trainers.distributed.counters import TransferCounters
+from operators.trainers.early_stopping import EarlyStopping
+from operators.trainers.records import EpochRecord, TrainResult
+
+
+class WorkerEngine(Protocol):
+    """One rank's share of full-graph training in some mode."""
+
+    counters: TransferCounters
+
+    def setup(self, model: BasicGNN) -> None:
+        """Prepare for ``model`` (after its weights were broadcast)."""
+
+    def train_epoch(self, model: BasicGNN, epoch: int) -> float:
+        """Forward and backward over this rank's share; return the global loss.
+
+        Gradients are left in the parameters' ``.grad`` (this rank's share of the
+        global gradient); the loop all-reduces them.
+        """
+
+    def evaluate(
+        self, model: BasicGNN, splits: tuple[str, ...]
+    ) -> Mapping[str, SplitMetrics]:
+        """Global loss and accuracy per split, in evaluation mode (no dropout)."""
+
+    def report(self) -> dict[str, Any]:
+        """JSON-able facts about this rank's run (plan, peaks)."""
+
+
+def build_model(config: TrainConfig, num_features: int, num_classes: int) -> BasicGNN:
+    """The model as ``FullGraphTrainer`` builds it: seeded, then rank 0's broadcast."""
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(config.seed)
+        return config.model.build(num_features, num_classes)
+
+
+def run_worker(
+    ctx: GangContext,
+    engine: WorkerEngine,
+    model: BasicGNN,
+    config: TrainConfig,
+    dist: DistributedConfig,
+) -> dict[str, Any]:
+    """Train on this rank; return its results (see the module docstring)."""
+    _quiet_numba_threads()
+    model = model.to(ctx.device)
+    broadcast_module(model)
+    engine.setup(model)
+    optimizer = build_optimizer(model, config)
+    reducer = GradientAllReducer(model, op="sum", compression=dist.compression)
+    mode: Literal["min", "max"] = "min" if config.monitor is Monitor.VAL_LOSS else "max"
+    stopper = EarlyStopping(config.patience, mode)
+    best: dict[str, torch.Tensor] | None = None
+    history: list[EpochRecord] = []
+    counters = engine.counters
+    for epoch in range(config.epochs):
+        if stopper.should_stop:
+            break
+        _maybe_fail(dist, ctx.rank, epoch)
+        start = time.perf_counter()
+        model.train()
+        optimizer.zero_grad(set_to_none=True)
+        loss = engine.train_epoch(model, epoch)
+        sent = reducer.payload_bytes
+        reducer.reduce()
+        counters.add("allreduce_bytes", reducer.payload_bytes - sent, phase="bwd")
+        optimizer.step()
+        eval_start = time.perf_counter()
+        metrics = engine.evaluate(model, ("train", "val"))
+        end = time.perf_counter()
+        watched = metrics["val"]
+        value = watched.loss if config.monitor is Monitor.VAL_LOSS else watched.accuracy
+        improved = stopper.update(epoch, value)
+        if improved:
+            best = copy.deepcopy(model.state_dict())
+        history.append(
+            EpochRecord(
+                epoch=epoch,
+                loss=loss,
+                train_accuracy=metrics["train"].accuracy,
+                val_loss=watched.loss,
+                val_accuracy=watched.accuracy,
+                improved=improved,
+                seconds=end - start,
+                seeds=engine_seeds(engine),
+                eval_s=end - eval_start,
+            )
+        )
+        counters.end_epoch(ctx.metrics)
+        ctx.metrics.append("epoch_s", end - start)
+        ctx.metrics.append("train_s", eval_start - start)
+        ctx.heartbeat(f"epoch {epoch + 1}/{config.epochs}")
+    if config.restore_best and best is not None:
+        model.load_state_dict(best)
+    final = engine.evaluate(model, SPLITS)
+    out: dict[str, Any] = {
+        "rank": ctx.rank,
+        "counters": counters.snapshot(),
+        "report": engine.report(),
+    }
+    if ctx.is_main:
+        out["history"] = [r.to_dict() for r in history]
+        out["result"] = _result(history, stopper, final, config).to_dict()
+        out["state"] = {k: v.detach().cpu() for k, v in model.state_dict().items()}
+    return out
+
+
+def _quiet_numba_threads() -> None:
+    """Run numba's parallel kernels on its own thread pool, sized like torch's.
+
+    Measured here: once torch has run an OpenMP region, a numba kernel on numba's
+    default OpenMP layer made every later small torch op (``index_add_`` of 169
+    rows) take 0.15-0.23 s instead of 40 us. numba's ``workqueue`` layer does not
+    interfere; it can only be chosen before numba's first parallel launch.
+    """
+    try:
+        numba.threading_layer()  # raises until a parallel kernel has run
+    except ValueError:
+        numba.config.THREADING_LAYER = "workqueue"
+    numba.set_num_threads(max(1, min(numba.get_num_threads(), torch.get_num_threads())))
+
+
+def engine_seeds(engine: WorkerEngine) -> int:
+    """Training nodes per epoch (the global count), for the records."""
+    return int(getattr(engine, "num_train", 0))
+
+
+def _result(
+    history: list[EpochRecord],
+    stopper: EarlyStopping,
+    final: Mapping[str, SplitMetrics],
+    config: TrainConfig,
+) -> TrainResult:
+    train_s = sum(r.seconds for r in history)
+    busy = sum(r.seconds - r.eval_s for r in history)
+    seeds = sum(r.seeds for r in history)
+    return TrainResult(
+        epochs_run=len(history),
+        best_epoch=stopper.best_epoch,
+        stopped_early=stopper.should_stop and len(history) < config.epochs,
+        resumed_from=0,
+        train_accuracy=final["train"].accuracy,
+        val_accuracy=final["val"].accuracy,
+        test_accuracy=final["test"].accuracy,
+        val_loss=final["val"].loss,
+        test_loss=final["test"].loss,
+        final_loss=history[-1].loss if history else math.nan,
+        train_s=train_s,
+        seeds_per_s=seeds / busy if busy > 0 else 0.0,
+    )
+
+
+def _maybe_fail(dist: DistributedConfig, rank: int, epoch: int) -> None:
+    fault = dist.fault
+    if fault is None or fault.rank != rank or fault.epoch != epoch:
+        return
+    if fault.how == "kill":
+        os.kill(os.getpid(), signal.SIGKILL)
+    raise RuntimeError(f"injected fault on rank {rank} at epoch {epoch}")
+
+
+def reduce_split_metrics(
+    ctx: GangContext,
+    sums: Mapping[str, tuple[float, float, int]],
+) -> dict[str, SplitMetrics]:
+    """Global loss and accuracy from per-rank (loss sum, correct count, total).
+
+    Args:
+        ctx: the gang context (one all-reduce for every split).
+        sums: per split, this rank's summed cross-entropy, correct predictions
+            and the split's global node count.
+    """
+    names = list(sums)
+    local = torch.tensor(
+        [[float(sums[s][0]), float(sums[s][1])] for s in names], dtype=torch.float64
+    )
+    if names:
+        local = ctx.all_reduce(local.to(ctx.device)).cpu()
+    out = {}
+    for i, split in enumerate(names):
+        total = sums[split][2]
+        if total == 0:
+            out[split] = SplitMetrics(math.nan, math.nan)
+        else:
+            out[split] = SplitMetrics(
+                float(local[i, 0]) / total, float(local[i, 1]) / total
+            )
+    return out
