@@ -33,6 +33,11 @@ COMMANDS: list[Command] = [
         "partition a graph (metis, grem, ldg, fennel, hdrf, random, hash)",
         "operators.cli.partition:PartitionCommand",
     ),
+    LazyCommand(
+        "ingest",
+        "send an update file (Parquet/CSV) to a streaming job's ingestion endpoint",
+        "operators.cli.ingest:IngestCommand",
+    ),
 ]
 
 
