@@ -1,6 +1,9 @@
-"""Emma on gangs: K-invariance against one process, and exact per-cycle traffic."""
+"""Emma on gangs: K-invariance against one process, exact per-cycle traffic, and
+the job outputs (:func:`emma_outputs`) of a gang run."""
 
 from __future__ import annotations
+
+import json
 
 import numpy as np
 import pytest
@@ -8,7 +11,7 @@ import torch
 
 from operators.trainers import ModelConfig, TrainConfig
 from operators.trainers.distributed.config import DistributedConfig
-from operators.trainers.distributed.emma import EmmaConfig, EmmaTrainer
+from operators.trainers.distributed.emma import EmmaConfig, EmmaTrainer, emma_outputs
 from storage import load_graph
 
 pytestmark = pytest.mark.multiprocess
@@ -58,11 +61,41 @@ def assert_cycle_traffic(report: dict, splits: int) -> None:
     assert emma["refresh_bytes"] > 0
 
 
-def test_two_workers_equal_one_process() -> None:
-    one = run(1)
-    two = run(2)
-    assert_same_run(two, one)
-    assert_cycle_traffic(two.report, 4)
+@pytest.fixture(scope="module")
+def two_workers():  # type: ignore[no-untyped-def]
+    return run(2)
+
+
+def test_two_workers_equal_one_process(two_workers) -> None:  # type: ignore[no-untyped-def]
+    assert_same_run(two_workers, run(1))
+    assert_cycle_traffic(two_workers.report, 4)
+
+
+def test_job_outputs_carry_the_run_and_emmas_figures(two_workers) -> None:  # type: ignore[no-untyped-def]
+    """The three ports as a pipeline emits them -> outputs; ratios from first
+    principles: 20 iterations are 5 whole cycles of S=4, each sending every halo
+    row once forward and once backward, so both ratios are exactly 1/4, and one
+    exact exchange is (sum of halo sizes) rows x hidden 8 x 4 bytes (layer 2)."""
+    run_ = two_workers
+    epochs = [r.to_dict() for r in run_.history]
+    out = emma_outputs([run_.result.to_dict()], epochs, [run_.report], {"graph": SBM})
+    json.dumps(out)  # a job writes it as is
+    assert out["graph"] == SBM
+    assert out["test_accuracy"] == run_.result.test_accuracy
+    assert out["loss_curve"] == [float(f"{r.loss:.4g}") for r in run_.history]
+    assert out["emma_splits"] == 4
+    assert out["emma_fwd_bytes_ratio"] == 0.25
+    assert out["emma_bwd_bytes_ratio"] == 0.25
+    assert out["emma_edges_ratio"] == 0.25
+    assert out["emma_cycle_rows_equal_exact"] is True
+    halo_rows = sum(run_.report["partition"]["halo_sizes"])
+    assert halo_rows > 0
+    assert out["emma_exact_exchange_bytes"] == halo_rows * 8 * 4
+    assert out["emma_refreshes"] == [6, 12, 18]
+    assert out["emma_refresh_bytes"] == 3 * halo_rows * 8 * 4  # layer 2, exact
+    assert out["emma_eval_bytes"] == ITERATIONS * halo_rows * 8 * 4  # every epoch
+    owned = max(w["owned"] for w in run_.report["per_worker"])
+    assert out["emma_buffer_bytes"] == owned * (8 + 8) * 4  # features 8, hidden 8
 
 
 @pytest.mark.slow

@@ -12,8 +12,9 @@ which mode runs:
   chunk by chunk (a two-level partition) through a device arena of
   ``device_budget`` bytes, with deduplicated loading (:attr:`dedup`) and a
   recompute-or-cache rule per layer (:attr:`cache_policy`).
-* ``"emma"`` is reserved for the Emma option (``emma.md``), which builds on the
-  exact mode's loop; asking for it now fails with a clear error.
+* the Emma option (``emma.md``) builds on the exact mode's engine and loop; it has
+  its own step (:class:`~operators.trainers.distributed.emma.EmmaTrainer`), so
+  ``mode="emma"`` here fails with an error pointing to it.
 
 Both exact modes give the result of single-device training (up to float
 rounding) for any worker count. Settings that contradict each other fail when
@@ -149,8 +150,8 @@ class DistributedConfig:
                 _WHERE,
                 "'exact' or 'hongtu'",
                 "'emma'",
-                "the Emma option (source chunking, moving aggregation) is not "
-                "available yet",
+                "the Emma option runs through operators.trainers.distributed.emma."
+                "EmmaTrainer(config, DistributedConfig(mode='exact'), EmmaConfig())",
             )
         set_(self, "mode", _enum(Mode, self.mode, "mode"))
         set_(self, "level1", _enum(Level1, self.level1, "level1"))

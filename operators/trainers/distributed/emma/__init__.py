@@ -23,7 +23,11 @@ from operators.trainers.distributed.emma.chunker import SourceChunker, chunk_ids
 from operators.trainers.distributed.emma.config import EmmaConfig, check_emma
 from operators.trainers.distributed.emma.engine import EmmaEngine, emma_worker
 from operators.trainers.distributed.emma.state import MovingState
-from operators.trainers.distributed.emma.trainer import EmmaTrainer, emma_summary
+from operators.trainers.distributed.emma.trainer import (
+    EmmaTrainer,
+    emma_outputs,
+    emma_summary,
+)
 
 __all__ = [
     "EmmaConfig",
@@ -33,6 +37,7 @@ __all__ = [
     "SourceChunker",
     "check_emma",
     "chunk_ids",
+    "emma_outputs",
     "emma_summary",
     "emma_worker",
     "mix64",

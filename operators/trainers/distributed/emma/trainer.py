@@ -230,6 +230,51 @@ def emma_summary(per_worker: list[dict[str, Any]], emma: EmmaConfig) -> dict[str
     }
 
 
+def emma_outputs(
+    results: list[dict[str, Any]],
+    epochs: list[dict[str, Any]],
+    reports: list[dict[str, Any]],
+    extra: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """Batch step: a job's ``outputs`` from an :class:`EmmaTrainer`'s three ports.
+
+    :func:`~operators.trainers.records.training_outputs` (accuracies, loss curve,
+    seconds per iteration) plus Emma's headline figures from the report: S,
+    the forward and backward halo bytes over the same run's exact exchange, the
+    edges ratio, whether every cycle moved exactly one exact exchange of rows,
+    the refresh iterations and the refresh, evaluation and buffer bytes.
+
+    Examples:
+        >>> report = {"emma": {"splits": 4, "fwd_bytes_ratio": 0.25,
+        ...                    "bwd_bytes_ratio": 0.25, "edges_ratio": 0.25,
+        ...                    "cycle_rows_equal_exact": True, "refreshes": [],
+        ...                    "exact_exchange_bytes": 64.0, "refresh_bytes": 0.0,
+        ...                    "eval_bytes": 128.0, "buffer_bytes": [32]}}
+        >>> out = emma_outputs([{"test_accuracy": 0.8}], [], [report])
+        >>> out["test_accuracy"], out["emma_fwd_bytes_ratio"], out["emma_splits"]
+        (0.8, 0.25, 4)
+    """
+    from operators.trainers.records import training_outputs
+
+    outputs = training_outputs(results, epochs, extra)
+    (report,) = reports
+    summary = report["emma"]
+    for key in (
+        "splits",
+        "fwd_bytes_ratio",
+        "bwd_bytes_ratio",
+        "edges_ratio",
+        "cycle_rows_equal_exact",
+        "exact_exchange_bytes",
+        "refreshes",
+        "refresh_bytes",
+        "eval_bytes",
+    ):
+        outputs[f"emma_{key}"] = summary[key]
+    outputs["emma_buffer_bytes"] = max(summary["buffer_bytes"], default=0)
+    return outputs
+
+
 @contextlib.contextmanager
 def _one_rank(seed: int) -> Iterator[GangContext]:
     """A one-rank gloo group in this process, and its context."""
