@@ -72,12 +72,14 @@ class Operator(Protocol[In, Out]):
 
     def open(self, ctx: StepContext) -> None:
         """Prepare to run as ``ctx.step_id``; called once, before any item."""
+        # An explicit body: mypy treats empty protocol methods as abstract, and
+        # subclasses (sources, Map) rightly inherit this no-op.
+        return
 
     def process(self, item: In) -> Iterable[Out]:
         """Consume one input item; return or yield the outputs it causes."""
-        raise NotImplementedError(
-            f"{type(self).__qualname__} receives items but defines no process()"
-        )
+        name = type(self).__qualname__  # a statement first: not abstract to mypy
+        raise NotImplementedError(f"{name} receives items but defines no process()")
 
     def finish(self) -> Iterable[Out]:
         """Yield the outputs left after every input ended (a source's whole output)."""

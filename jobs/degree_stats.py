@@ -158,7 +158,7 @@ def log2_histogram(degree: np.ndarray) -> list[int]:
     bins = np.zeros(len(degree), dtype=np.int64)
     positive = degree > 0
     bins[positive] = np.floor(np.log2(degree[positive])).astype(np.int64) + 1
-    return np.bincount(bins).tolist()
+    return [int(count) for count in np.bincount(bins)]
 
 
 def build(
