@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -22,17 +21,11 @@ from operators.streaming import UpdateStream
 from operators.streaming.client import IngestClient
 from operators.streaming.update_files import read_update_file, write_update_file
 from storage import UpdateLog
-from tests.operators.streaming_helpers import Oracle
+from tests.operators.streaming_helpers import Oracle, free_endpoint
 
 ROOT = Path(__file__).resolve().parents[2]
 GRAPH = "sbm:n=400,blocks=4,features=8,degree=6,seed=1"
 SMALL = {"graph": GRAPH, "hidden": 16, "epochs": 3, "dtype": "float64", "seed": 1}
-
-
-def free_endpoint() -> str:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return f"tcp://127.0.0.1:{s.getsockname()[1]}"
 
 
 def expected_embeddings(updates_file: Path) -> tuple[np.ndarray, np.ndarray]:
@@ -95,7 +88,9 @@ def test_default_run_through_the_cli(tmp_path, capsys) -> None:
     assert report["steps"]["gnn_layer1"]["counters"]["agg_rows"] > 0
 
 
-def _job(endpoint: str, tmp_path: Path, out: Path, *extra: str) -> subprocess.Popen:
+def _job(
+    endpoint: str, tmp_path: Path, out: Path, executor: str, *extra: str
+) -> subprocess.Popen:
     sets = {
         **SMALL,
         "endpoint": endpoint,
@@ -115,6 +110,8 @@ def _job(endpoint: str, tmp_path: Path, out: Path, *extra: str) -> subprocess.Po
         str(tmp_path / "ckpt"),
         "--checkpoint-every",
         "4",
+        "--executor",
+        executor,
     ]
     for key, value in sets.items():
         args += ["--set", f"{key}={value}"]
@@ -124,25 +121,40 @@ def _job(endpoint: str, tmp_path: Path, out: Path, *extra: str) -> subprocess.Po
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        start_new_session=True,  # its own process group: SIGKILL takes it all
     )
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize(
+    "executor", ["local", pytest.param("process", marks=pytest.mark.multiprocess)]
+)
 def test_sigkill_mid_stream_then_resume_applies_every_update_once(
-    updates_file, tmp_path
+    updates_file, tmp_path, executor
 ):
-    """Kill -9 the job mid-stream; restart from its checkpoint and log; compare."""
+    """Kill -9 the job mid-stream; restart from its checkpoint and log; compare.
+
+    The whole process group dies at once (coordinator, and on the process
+    executor its fork server and workers, the ingest endpoint among them), as
+    in a machine crash; the restarted job starts new ones.
+    """
     endpoint = free_endpoint()
     out = tmp_path / "emb.npy"
     batches = read_update_file(updates_file).to_batches(max_chunksize=100)
     acked = {"rows": 0, "dups": 0}
+    gate = threading.Event()
+
+    def gated():  # a third of the stream, then the rest once the test says so
+        yield from batches[:10]
+        gate.wait(timeout=240)
+        yield from batches[10:]
 
     def produce() -> None:  # resends until acknowledged, across the crash
         with IngestClient(endpoint, "producer") as client:
-            report = client.send_all(batches, window=2, timeout_s=0.5, deadline_s=300)
+            report = client.send_all(gated(), window=2, timeout_s=0.5, deadline_s=300)
         acked["rows"], acked["dups"] = report.acked_rows, report.duplicate_rows
 
-    job = _job(endpoint, tmp_path, out)
+    job = _job(endpoint, tmp_path, out, executor)
     producer = threading.Thread(target=produce, daemon=True)
     producer.start()
     deadline = time.monotonic() + 240
@@ -153,10 +165,13 @@ def test_sigkill_mid_stream_then_resume_applies_every_update_once(
             break
         assert job.poll() is None, job.communicate()
         time.sleep(0.05)
-    os.kill(job.pid, signal.SIGKILL)
+    # The rest of the stream starts flowing as the job dies: the kill lands
+    # mid-stream whatever the executor's speed (a process job checkpoints later).
+    gate.set()
+    os.killpg(job.pid, signal.SIGKILL)
     job.communicate()
     assert _logged(tmp_path / "log" / "log") < 3000  # it died mid-stream
-    resumed = _job(endpoint, tmp_path, out, "--resume")
+    resumed = _job(endpoint, tmp_path, out, executor, "--resume")
     _stdout, stderr = resumed.communicate(timeout=300)
     producer.join(timeout=60)
     assert resumed.returncode == 0, stderr
