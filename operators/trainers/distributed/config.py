@@ -68,17 +68,22 @@ class Level1(enum.Enum):
 
 @dataclass(frozen=True, slots=True)
 class Fault:
-    """Testing aid: make one rank fail at the start of one epoch.
+    """Testing aid: make one rank fail in one epoch.
 
     Attributes:
         rank: the rank that fails.
-        epoch: the epoch at whose start it fails.
+        epoch: the epoch in which it fails.
         how: ``"kill"`` (SIGKILL itself: dies without a word) or ``"raise"``.
+        stage: ``"start"`` (before the epoch's forward pass) or ``"backward"``
+            (mid-epoch: when the last layer's weight gradient is computed, after
+            the forward pass's exchanges, while its peers wait in the backward
+            pass's collectives).
     """
 
     rank: int
     epoch: int
     how: str = "kill"
+    stage: str = "start"
 
 
 def _enum(kind: type[enum.Enum], value: Any, subject: str, hint: str = "") -> Any:
@@ -219,4 +224,10 @@ class DistributedConfig:
                 "fault.how",
                 "'kill' or 'raise'",
                 repr(self.fault.how),
+            )
+            need(
+                self.fault.stage in ("start", "backward"),
+                "fault.stage",
+                "'start' or 'backward'",
+                repr(self.fault.stage),
             )

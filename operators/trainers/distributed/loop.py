@@ -92,10 +92,13 @@ def run_worker(
     best: dict[str, torch.Tensor] | None = None
     history: list[EpochRecord] = []
     counters = engine.counters
+    epoch_now = [-1]  # read by the mid-epoch fault hook
+    _arm_backward_fault(dist, ctx.rank, model, epoch_now)
     for epoch in range(config.epochs):
         if stopper.should_stop:
             break
-        _maybe_fail(dist, ctx.rank, epoch)
+        epoch_now[0] = epoch
+        _maybe_fail(dist, ctx.rank, epoch, "start")
         start = time.perf_counter()
         model.train()
         optimizer.zero_grad(set_to_none=True)
@@ -189,13 +192,34 @@ def _result(
     )
 
 
-def _maybe_fail(dist: DistributedConfig, rank: int, epoch: int) -> None:
+def _maybe_fail(dist: DistributedConfig, rank: int, epoch: int, stage: str) -> None:
     fault = dist.fault
-    if fault is None or fault.rank != rank or fault.epoch != epoch:
+    if fault is None or (fault.rank, fault.epoch, fault.stage) != (rank, epoch, stage):
         return
     if fault.how == "kill":
         os.kill(os.getpid(), signal.SIGKILL)
     raise RuntimeError(f"injected fault on rank {rank} at epoch {epoch}")
+
+
+def _arm_backward_fault(
+    dist: DistributedConfig, rank: int, model: BasicGNN, epoch_now: list[int]
+) -> None:
+    """A ``stage="backward"`` fault fires from the last layer's weight gradient.
+
+    Every mode computes that gradient first in its backward pass, before the
+    earlier layers' halo or chunk exchanges, so the peers are left waiting in a
+    collective: a failure in the middle of an epoch.
+    """
+    fault = dist.fault
+    if fault is None or fault.stage != "backward" or fault.rank != rank:
+        return
+    weight = next(iter(model.convs[-1].parameters()))
+
+    def hook(grad: torch.Tensor) -> torch.Tensor:
+        _maybe_fail(dist, rank, epoch_now[0], "backward")
+        return grad
+
+    weight.register_hook(hook)
 
 
 def reduce_split_metrics(

@@ -1,0 +1,201 @@
+"""Pieces of the distributed trainers that need no gang: masks, slices, plans, models."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from conftest import random_graph
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from operators.errors import OperatorError
+from operators.layers import GCN, GIN, GraphSAGE
+from operators.trainers import ModelConfig, TrainConfig
+from operators.trainers.distributed import (
+    DistributedConfig,
+    DistributedTrainer,
+    Mode,
+)
+from operators.trainers.distributed import dropout as D
+from operators.trainers.distributed.chunked.arena import ArenaError, DeviceArena
+from operators.trainers.distributed.chunked.steps import (
+    pack_steps,
+    step_indices,
+    unpack_steps,
+)
+from operators.trainers.distributed.local_graph import PropagationGraph
+from operators.trainers.distributed.programs import SliceTensors, program_for
+from partition import LoadMode, plan_loads
+from storage import load_graph
+
+CPU = torch.device("cpu")
+
+
+# --------------------------------------------------------------------- dropout
+def test_numba_and_torch_masks_agree_bit_for_bit() -> None:
+    ids = torch.cat([torch.arange(500), torch.randint(1 << 33, 1 << 40, (100,))])
+    mask = D.keep_mask(ids, 37, 0.3, seed=5, epoch=2, layer=1)
+    key = D.stream_key(5, 2, 1)
+    cols = D._column_keys(37, CPU)
+    out = torch.empty_like(mask)
+    torch_mask = D._keep_mask_torch(ids, cols, key, round(0.3 * (1 << 24)), out)
+    assert torch.equal(mask, torch_mask)
+
+
+def test_masks_are_fair_and_independent_of_the_row_set() -> None:
+    ids = torch.arange(20_000)
+    mask = D.keep_mask(ids, 64, 0.5, seed=0, epoch=0, layer=0)
+    assert abs(mask.double().mean().item() - 0.5) < 0.005
+    sub = torch.tensor([7, 19_999, 3])
+    assert torch.equal(D.keep_mask(sub, 64, 0.5, seed=0, epoch=0, layer=0), mask[sub])
+    other = D.keep_mask(ids, 64, 0.5, seed=0, epoch=0, layer=1)
+    agree = (mask == other).double().mean().item()
+    assert abs(agree - 0.5) < 0.01  # another layer draws an unrelated mask
+
+
+def test_fused_dropout_and_in_place_scaling_give_the_same_values() -> None:
+    x = torch.randn(300, 20, requires_grad=True)
+    ids = torch.arange(300) * 3
+    out = D.counter_dropout(x, ids, p=0.4, seed=1, epoch=3, layer=0)
+    scaled = D.scale_rows_(x.detach().clone(), ids, p=0.4, seed=1, epoch=3, layer=0)
+    assert torch.equal(out, scaled)
+    grad = torch.randn(300, 20)
+    out.backward(grad)
+    mask = D.keep_mask(ids, 20, 0.4, seed=1, epoch=3, layer=0)
+    torch.testing.assert_close(x.grad, grad * mask / 0.6)
+
+
+# ---------------------------------------------------------- slices and programs
+@pytest.mark.parametrize(
+    ("model", "kind"),
+    [
+        (GCN(6, 5, 3, num_layers=1), "gcn"),
+        (GraphSAGE(6, 5, 3, num_layers=1, aggr="mean"), "mean"),
+        (GraphSAGE(6, 5, 3, num_layers=1, aggr="max"), "max"),
+        (GIN(6, 5, 3, num_layers=1), "sum"),
+    ],
+)
+def test_two_slices_equal_the_single_device_layer(model, kind: str) -> None:  # type: ignore[no-untyped-def]
+    graph = random_graph(40, 200, seed=3)
+    x = torch.randn(40, 6, generator=torch.Generator().manual_seed(0))
+    program = program_for(model)
+    assert program.kind == kind
+    prop = PropagationGraph.build(graph, kind)
+    full = model(graph, x)
+    csc = graph.csc()
+    for dst in (np.arange(0, 17), np.arange(17, 40)):
+        edges = csc.indices[csc.indptr[dst[0]] : csc.indptr[dst[-1] + 1]]
+        src = np.unique(np.concatenate([dst, edges]))
+        part = SliceTensors.of(prop.slice(dst, src), CPU)
+        root = x[torch.from_numpy(dst)]
+        y = program.layer(model.convs[0], part, x[torch.from_numpy(src)], root)
+        torch.testing.assert_close(y, full[torch.from_numpy(dst)], atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize(
+    "model", [GCN(4, 4, 4), GraphSAGE(4, 4, 4, aggr="mean"), GIN(4, 4, 4)]
+)
+def test_transposed_aggregate_is_the_aggregate_gradient(model) -> None:  # type: ignore[no-untyped-def]
+    graph = random_graph(30, 150, seed=1)
+    program = program_for(model)
+    prop = PropagationGraph.build(graph, program.kind)
+    dst, src = np.arange(5, 20), np.arange(30)
+    part = SliceTensors.of(prop.slice(dst, src), CPU)
+    for _ in range(2):
+        x = torch.randn(30, 4, requires_grad=True)
+        dz = torch.randn(15, 4)
+        program.aggregate(part, x).backward(dz)
+        torch.testing.assert_close(program.aggregate_t(part, dz), x.grad)
+
+
+def test_a_slice_missing_a_source_names_it() -> None:
+    graph = random_graph(20, 80, seed=0)
+    prop = PropagationGraph.build(graph, "sum")
+    with pytest.raises(OperatorError, match="missing"):
+        prop.slice(np.arange(20), np.arange(3))
+
+
+def test_gat_is_refused_with_a_hint() -> None:
+    with pytest.raises(OperatorError, match="GAT"):
+        program_for(ModelConfig("gat").build(4, 2))
+
+
+# ------------------------------------------------------------------- plans
+@settings(max_examples=25, deadline=None)
+@given(
+    st.integers(1, 4),
+    st.integers(1, 5),
+    st.sampled_from(list(LoadMode)),
+    st.integers(0, 10_000),
+)
+def test_step_indices_rebuild_every_step_from_the_plan(
+    k: int, m: int, mode: LoadMode, seed: int
+) -> None:
+    """Executing the index arrays on id vectors reproduces every S_{g,s}."""
+    rng = np.random.default_rng(seed)
+    n = 30
+    owner = rng.integers(0, k, n)
+    sources = [
+        [np.unique(rng.integers(0, n, rng.integers(0, 12))) for _ in range(m)]
+        for _ in range(k)
+    ]
+    plan = plan_loads(sources, owner, mode)
+    steps = [
+        unpack_steps(*pack_steps(step_indices(plan, sources, g))) for g in range(k)
+    ]
+    prev = [np.empty(0, np.int64)] * k
+    for s in range(m):
+        cur = [np.full(sources[g][s].shape[0], -1) for g in range(k)]
+        sends = []
+        for g in range(k):
+            st_ = steps[g][s]
+            cur[g][st_.keep_cur] = prev[g][st_.keep_prev]
+            cur[g][st_.host_cur] = st_.host_ids
+            send = np.full(int(st_.send_splits.sum()), -1)
+            send[st_.send_prev_slot] = prev[g][st_.send_prev_pos]
+            send[st_.send_cur_slot] = cur[g][st_.send_cur_pos]
+            sends.append(np.split(send, np.cumsum(st_.send_splits)[:-1]))
+        for g in range(k):
+            received = np.concatenate([sends[h][g] for h in range(k)] or [[]])
+            cur[g][steps[g][s].recv_cur] = received
+            assert (cur[g] == sources[g][s]).all()
+        prev = cur
+
+
+def test_arena_tracks_peak_and_refuses_past_its_budget() -> None:
+    arena = DeviceArena(budget=1000)
+    arena.alloc("a", (100,))
+    arena.reserve("b", 400)
+    arena.free("a")
+    arena.rename("b", "c")
+    assert (arena.live_bytes, arena.peak_bytes) == (400, 800)
+    with pytest.raises(ArenaError, match="device_budget=1000"):
+        arena.alloc("d", (200,))
+
+
+# ----------------------------------------------------------------- settings
+def test_conflicting_settings_name_both() -> None:
+    with pytest.raises(OperatorError, match=r"chunks=None with mode='exact'"):
+        DistributedConfig(workers=2, chunks=4)
+    with pytest.raises(OperatorError, match=r"device_budget=None with mode='exact'"):
+        DistributedConfig(workers=2, device_budget=1 << 20)
+    with pytest.raises(OperatorError, match="EmmaTrainer"):
+        DistributedConfig(workers=2, mode="emma")
+    assert DistributedConfig(mode="hongtu").mode is Mode.HONGTU
+
+
+def test_more_workers_than_nodes_is_refused_before_any_work() -> None:
+    data = load_graph("sbm:n=40,blocks=2,features=4")
+    config = TrainConfig(ModelConfig("gcn"))
+    trainer = DistributedTrainer(config, DistributedConfig(workers=41))
+    with pytest.raises(OperatorError, match=r"workers <= num_nodes \(40\).*workers=41"):
+        trainer.fit(data)
+
+
+def test_a_budget_below_the_smallest_chunk_names_budget_and_peak() -> None:
+    data = load_graph("sbm:n=400,blocks=4,features=8")
+    dist = DistributedConfig(workers=2, mode="hongtu", device_budget=1000, max_chunks=4)
+    trainer = DistributedTrainer(TrainConfig(ModelConfig("gcn"), epochs=1), dist)
+    with pytest.raises(OperatorError, match=r"device_budget=1000 with max_chunks=4"):
+        trainer.fit(data)
