@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 from typing import Any
 
 import torch
 
-from engine.gang import GangContext
+from engine.gang import GangContext, run_gang_report
 from operators.trainers.distributed.counters import TransferCounters
 from operators.trainers.distributed.halo import HaloPlan, halo_exchange
 from partition import PartitionBook
@@ -44,3 +46,39 @@ def exchange_halo(
         "counters": counters.end_epoch(),
         "per_peer": per_peer,
     }
+
+
+def train_many(ctx: GangContext, runs: list[Any]) -> list[dict[str, Any]]:
+    """Several distributed trainings, one after another, on one gang.
+
+    Every run is a :class:`~operators.trainers.distributed.inputs.WorkerInputs`
+    of the same worker count; sharing the gang saves its start-up per run.
+    """
+    from operators.trainers.distributed import train_worker
+
+    return [train_worker(ctx, inputs) for inputs in runs]
+
+
+def fit_on_one_gang(data: Any, trainers: list[Any]) -> list[Any]:
+    """``trainer.fit(data)`` for each ``DistributedTrainer``, all on one gang.
+
+    The trainers must have the same worker count; each run's inputs are built
+    (and its shared segment released) exactly as ``fit`` does.
+    """
+    from operators.trainers.data import as_training_data
+
+    data = as_training_data(data, "fit_on_one_gang")
+    k = trainers[0].dist.workers
+    assert all(t.dist.workers == k for t in trainers)
+    spec = dataclasses.replace(trainers[0]._spec(), name="shared-gang")
+    with contextlib.ExitStack() as stack:
+        inputs = []
+        for trainer in trainers:
+            trainer._check(data)
+            inputs.append(stack.enter_context(trainer._inputs(data)))
+        report = run_gang_report(train_many, spec, inputs).to_dict()
+    out = []
+    for i, (trainer, one) in enumerate(zip(trainers, inputs, strict=True)):
+        gang = {**report, "results": [r[i] for r in report["results"]]}
+        out.append(trainer._assemble(gang, one))
+    return out

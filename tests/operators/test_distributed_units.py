@@ -1,4 +1,4 @@
-"""Pieces of the distributed trainers that need no gang: masks, slices, plans, models."""
+"""Distributed-trainer pieces that need no gang: masks, slices, plans, models."""
 
 from __future__ import annotations
 
