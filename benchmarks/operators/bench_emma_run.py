@@ -15,7 +15,7 @@ edges per iteration, and buffer memory against ``|halo| * d``.
 Run from the repository root (gang workers re-import this script)::
 
     .venv/bin/python benchmarks/operators/bench_emma_run.py accuracy \
-        --graph planetoid:cora --workers 2 --splits 10 --seeds 0 1 2
+        --graph planetoid:cora --workers 2 --splits 10 --refresh S2 S 0 --seeds 0 1 2
     .venv/bin/python benchmarks/operators/bench_emma_run.py bytes \
         --graph sbm:n=200000,blocks=64,degree=15,intra=0.8 --workers 4 --splits 2 5 10
 
@@ -91,13 +91,52 @@ def emma_run(
         "loss_curve": [r.loss for r in run.history],
         "fwd_bytes_ratio": summary["fwd_bytes_ratio"],
         "bwd_bytes_ratio": summary["bwd_bytes_ratio"],
+        "fwd_bytes_ratio_with_refresh": _with_refresh(summary),
         "edges_ratio": summary["edges_ratio"],
         "cycle_rows_equal_exact": summary["cycle_rows_equal_exact"],
         "refreshes": summary["refreshes"],
         "median_train_s_per_iteration": statistics.median(train_s) if train_s else 0,
         "wall_s": time.perf_counter() - start,
+        "counters": run_counters(run.report),
         "report": run.report,
     }
+
+
+def _with_refresh(summary: dict[str, Any]) -> float:
+    """Forward halo bytes of training plus refreshes over exact exchanges, per
+    iteration (evaluation, the same for both trainers, left out)."""
+    exact = summary["exact_exchange_bytes"] * summary["iterations"]
+    sent = sum(summary["fwd_bytes_per_iteration"]) + summary["refresh_bytes"]
+    return float(sent / exact) if exact else 0.0
+
+
+def refresh_every(spec: str, splits: int) -> int | None:
+    """``--refresh`` values: ``S`` (every cycle), ``S2`` (S*S, the reference),
+    ``default`` (None: S*S), or a number of iterations (0: never)."""
+    named = {"S": splits, "S2": splits * splits, "default": None}
+    if spec in named:
+        return named[spec]
+    if not spec.isdigit():
+        raise SystemExit(
+            f"--refresh: expected S, S2, default or an integer, got {spec!r}"
+        )
+    return int(spec)
+
+
+def run_counters(report: dict[str, Any]) -> dict[str, Any]:
+    """Emma's own counters as the run report carries them: the ``emma`` section's
+    scalars and the run totals of the ``emma.``, ``refresh.`` and ``eval.`` counters
+    (and the halo traffic per phase)."""
+    section = {k: v for k, v in report["emma"].items() if not isinstance(v, list)}
+    section["refreshes"] = report["emma"]["refreshes"]
+    section["buffer_bytes"] = report["emma"]["buffer_bytes"]
+    totals = {
+        k: v
+        for k, v in report["totals"].items()
+        if k.split(".")[0] in ("emma", "refresh", "eval")
+        or k.endswith("halo_send_bytes")
+    }
+    return {"emma": section, "totals": totals}
 
 
 def accuracy(args: argparse.Namespace) -> dict[str, Any]:
@@ -109,8 +148,9 @@ def accuracy(args: argparse.Namespace) -> dict[str, Any]:
         exact = exact_run(data, config)
         row: dict[str, Any] = {"seed": seed, "exact": _short(exact)}
         for splits in args.splits:
-            for refresh in args.refresh or [None]:
-                emma = EmmaConfig(splits, refresh_every=refresh, seed=seed)
+            for refresh in args.refresh or ["default"]:
+                every = refresh_every(str(refresh), splits)
+                emma = EmmaConfig(splits, refresh_every=every, seed=seed)
                 result = emma_run(data, config, args.workers, emma)
                 key = f"S={splits},refresh={emma.refresh_every}"
                 row[key] = _short(result)
@@ -120,18 +160,23 @@ def accuracy(args: argparse.Namespace) -> dict[str, Any]:
                             "seed": seed,
                             key: row[key]["test_accuracy"],
                             "exact": exact["test_accuracy"],
+                            "fwd_bytes_ratio_with_refresh": row[key][
+                                "fwd_bytes_ratio_with_refresh"
+                            ],
                         }
                     ),
                     flush=True,
                 )
         out["runs"].append(row)
     keys = [k for k in out["runs"][0] if k.startswith("S=")]
-    out["median"] = {"exact": _median(out["runs"], "exact")}
-    for key in keys:
-        out["median"][key] = _median(out["runs"], key)
-        out["median"][f"{key} minus exact (points)"] = 100 * (
-            out["median"][key] - out["median"]["exact"]
-        )
+    for name, stat in (("median", statistics.median), ("mean", statistics.mean)):
+        exact_stat = _stat(out["runs"], "exact", stat)
+        out[name] = {"exact": exact_stat}
+        for key in keys:
+            out[name][key] = _stat(out["runs"], key, stat)
+            out[name][f"{key} minus exact (points)"] = 100 * (
+                out[name][key] - exact_stat
+            )
     return out
 
 
@@ -139,8 +184,8 @@ def _short(run: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in run.items() if k != "report"}
 
 
-def _median(runs: list[dict[str, Any]], key: str) -> float:
-    return float(statistics.median(r[key]["test_accuracy"] for r in runs))
+def _stat(runs: list[dict[str, Any]], key: str, stat: Any) -> float:
+    return float(stat([r[key]["test_accuracy"] for r in runs]))
 
 
 def tolerance(splits: int, rows: float) -> float:
@@ -244,7 +289,12 @@ def main() -> None:
     parser.add_argument("--graph", default="planetoid:cora")
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--splits", type=int, nargs="+", default=[10])
-    parser.add_argument("--refresh", type=int, nargs="*", default=None)
+    parser.add_argument(
+        "--refresh",
+        nargs="*",
+        default=None,
+        help="refresh_every per run: S, S2, default (S*S) or iterations (0: never)",
+    )
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--iterations", type=int, default=200)
     parser.add_argument("--hidden", type=int, default=16)
