@@ -37,6 +37,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numba
 import numpy as np
 import pyarrow as pa
 
@@ -497,33 +498,88 @@ class DynamicGraph:
 def _gather(
     nodes: Int64Array, base: CSRGraph, delta: PairCounts
 ) -> tuple[Int64Array, Int64Array]:
-    """Rows of ``nodes`` in ``base`` merged with their ``delta`` ranges, as CSR."""
+    """Rows of ``nodes`` in ``base`` merged with their ``delta`` ranges, as CSR.
+
+    A row with delta entries comes out sorted by neighbour (one entry per copy); a
+    row without them is its base row as it is.
+    """
     in_base = nodes < base.num_nodes
     clipped = np.minimum(nodes, base.num_nodes)
     starts = np.where(in_base, base.indptr[clipped], 0)
     ends = np.where(in_base, base.indptr[np.minimum(clipped + 1, base.num_nodes)], 0)
     lengths = ends - starts
-    values = base.indices[pairs.ranges(starts, lengths)].astype(np.int64)
     lo, hi = delta.rows(nodes)
     indptr = np.zeros(nodes.shape[0] + 1, dtype=np.int64)
     if not (hi > lo).any():  # no delta touches these rows: the base rows as they are
         np.cumsum(lengths, out=indptr[1:])
-        return indptr, values
-    picked = pairs.ranges(lo, hi - lo)
-    rows = np.arange(nodes.shape[0], dtype=np.int64)
-    # (row, neighbour) keys with a count each: +1 per base copy, the delta's net count
-    keys = np.concatenate(
-        [
-            pairs.pack(np.repeat(rows, lengths), values),
-            pairs.pack(np.repeat(rows, hi - lo), pairs.low(delta.keys[picked])),
-        ]
+        return indptr, base.indices[pairs.ranges(starts, lengths)].astype(np.int64)
+    # One compiled pass per row (a sort of the row and a merge), not a global sort.
+    neighbours = pairs.low(delta.keys)
+    sizes = _merged_sizes(starts, lengths, lo, hi, delta.counts)
+    np.cumsum(sizes, out=indptr[1:])
+    out = np.empty(int(indptr[-1]), dtype=np.int64)
+    _merge_rows(
+        out, indptr, base.indices, starts, lengths, lo, hi, neighbours, delta.counts
     )
-    weight = np.concatenate([np.ones(values.shape[0], np.int64), delta.counts[picked]])
-    order = np.argsort(keys, kind="stable")
-    keys, weight = keys[order], weight[order]
-    starts_u = pairs.group_starts(keys)
-    copies = np.add.reduceat(weight, starts_u)
-    unique = keys[starts_u]
-    per_row = np.bincount(pairs.high(unique), weights=copies, minlength=nodes.shape[0])
-    np.cumsum(per_row.astype(np.int64), out=indptr[1:])
-    return indptr, np.repeat(pairs.low(unique), copies)
+    return indptr, out
+
+
+@numba.njit(cache=True, nogil=True)
+def _merged_sizes(
+    starts: np.ndarray,
+    lengths: np.ndarray,
+    lo: np.ndarray,
+    hi: np.ndarray,
+    counts: np.ndarray,
+) -> np.ndarray:  # pragma: no cover - compiled
+    """Copies per row once the delta's net counts are added to the base row."""
+    sizes = lengths.copy()
+    for r in range(starts.shape[0]):
+        for k in range(lo[r], hi[r]):
+            sizes[r] += counts[k]
+    return sizes
+
+
+@numba.njit(cache=True, nogil=True)
+def _merge_rows(
+    out: np.ndarray,
+    indptr: np.ndarray,
+    base_indices: np.ndarray,
+    starts: np.ndarray,
+    lengths: np.ndarray,
+    lo: np.ndarray,
+    hi: np.ndarray,
+    neighbours: np.ndarray,
+    counts: np.ndarray,
+) -> None:  # pragma: no cover - compiled
+    """Write every row's merged copies into ``out[indptr[r]:indptr[r + 1]]``.
+
+    Delta ranges are sorted by neighbour; a negative count removes that many base
+    copies (they exist: the delta never removes more than the base holds).
+    """
+    for r in range(starts.shape[0]):
+        pos = indptr[r]
+        row = base_indices[starts[r] : starts[r] + lengths[r]].astype(np.int64)
+        if hi[r] == lo[r]:
+            out[pos : pos + row.shape[0]] = row
+            continue
+        row = np.sort(row)
+        i = 0
+        k = lo[r]
+        while i < row.shape[0] or k < hi[r]:
+            if k >= hi[r] or (i < row.shape[0] and row[i] < neighbours[k]):
+                v = row[i]
+                copies = 0
+                while i < row.shape[0] and row[i] == v:
+                    copies += 1
+                    i += 1
+            else:
+                v = neighbours[k]
+                copies = counts[k]
+                k += 1
+                while i < row.shape[0] and row[i] == v:
+                    copies += 1
+                    i += 1
+            for _ in range(copies):
+                out[pos] = v
+                pos += 1
