@@ -115,7 +115,9 @@ def step_indices(
         recvs = [_pair(step.peer, peer, rank) for peer in range(k)]
         send_ids = np.concatenate(sends) if sends else _EMPTY
         recv_ids = np.concatenate(recvs) if recvs else _EMPTY
-        from_prev = np.isin(send_ids, prev, assume_unique=True) if hold else None
+        # send_ids repeats a row sent to several peers: no assume_unique here
+        # (with it, numpy's sorting path marked such rows "held from prev").
+        from_prev = np.isin(send_ids, prev) if hold else None
         if from_prev is None:
             from_prev = np.zeros(send_ids.shape[0], dtype=bool)
         out.append(
