@@ -2,7 +2,9 @@
 
 State is a one-element ``uint64`` array advanced by SplitMix64, so kernels draw from
 an explicit stream (never numba's global ``np.random``, which other packages' kernels
-share): the same seed gives the same partition whatever else ran before.
+share): the same seed gives the same partition whatever else ran before. The mixing
+function is storage's counter hash (``storage.generators._hash.splitmix64``): draw i
+of a stream is the hash of its i-th counter value.
 
 References:
     Steele, Lea and Flood, "Fast splittable pseudorandom number generators",
@@ -15,13 +17,9 @@ import numpy as np
 
 from partition._jit import njit
 from partition._types import Int64Array
+from storage.generators._hash import splitmix64
 
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
-_MIX1 = np.uint64(0xBF58476D1CE4E5B9)
-_MIX2 = np.uint64(0x94D049BB133111EB)
-_S30 = np.uint64(30)
-_S27 = np.uint64(27)
-_S31 = np.uint64(31)
 _S11 = np.uint64(11)
 
 
@@ -35,12 +33,10 @@ def new_state(seed: int, stream: int = 0) -> np.ndarray:
 
 @njit(inline="always", cache=True)
 def next_u64(state: np.ndarray) -> np.uint64:
-    """Advance ``state`` and return 64 random bits."""
+    """Advance ``state`` and return 64 random bits (SplitMix64's next())."""
+    z = splitmix64(state[0])  # mixes state + golden, the value next() stores
     state[0] += _GOLDEN
-    z = state[0]
-    z = (z ^ (z >> _S30)) * _MIX1
-    z = (z ^ (z >> _S27)) * _MIX2
-    return np.uint64(z ^ (z >> _S31))
+    return np.uint64(z)
 
 
 @njit(inline="always", cache=True)

@@ -33,13 +33,9 @@ from partition._types import Float64Array, Int32Array
 from partition.errors import PartitionError
 from partition.types import Partition
 from storage import CSRGraph
+from storage.generators._hash import splitmix64
 
-_MIX1 = np.uint64(0xBF58476D1CE4E5B9)
-_MIX2 = np.uint64(0x94D049BB133111EB)
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
-_S30 = np.uint64(30)
-_S27 = np.uint64(27)
-_S31 = np.uint64(31)
 
 
 @njit(cache=True)
@@ -48,10 +44,7 @@ def hash_parts(num_nodes: int, k: int, seed: int) -> np.ndarray:
     out = np.empty(num_nodes, dtype=np.int32)
     salt = np.uint64(seed) * _GOLDEN
     for v in range(num_nodes):
-        z = np.uint64(v) + salt + _GOLDEN
-        z = (z ^ (z >> _S30)) * _MIX1
-        z = (z ^ (z >> _S27)) * _MIX2
-        z = z ^ (z >> _S31)
+        z = splitmix64(np.uint64(v) + salt)
         out[v] = np.int32(z % np.uint64(k))
     return out
 

@@ -32,13 +32,13 @@ Examples:
     >>> from storage import CSRGraph
     >>> from partition._graph import prepare
     >>> from partition._rng import new_state
-    >>> ring = CSRGraph.from_edges(np.arange(100), (np.arange(100) + 1) % 100)
+    >>> ring = CSRGraph.from_edges(np.arange(1000), (np.arange(1000) + 1) % 1000)
     >>> _, g = prepare(ring, 2, None, "doc")
     >>> levels = coarsen(g, 2, CoarsenConfig(), new_state(0))
-    >>> levels[0].graph.num_nodes, levels[-1].graph.num_nodes < 100
-    (100, True)
+    >>> levels[0].graph.num_nodes, levels[-1].graph.num_nodes <= 120
+    (1000, True)
     >>> int(levels[-1].graph.vwgt.sum())  # weight is preserved
-    100
+    1000
 """
 
 from __future__ import annotations
@@ -66,6 +66,15 @@ class CoarsenConfig:
         max_vwgt_factor: a coarse vertex weighs at most ``factor * W / coarsen_to``.
         two_hop: enable 2-hop matching.
         two_hop_trigger: unmatched fraction that triggers 2-hop matching.
+        small_graph: graphs with at most this many vertices use
+            ``small_per_part`` instead of ``per_part`` (Strata's change, below).
+        small_per_part: ``per_part`` of small graphs.
+
+    On small graphs the whole run takes milliseconds, so a coarsest graph twice
+    as large (more of the cut decided by the recursive bisection with FM, less by
+    greedy k-way refinement) costs nothing; on Cora (2,708 vertices, 11 seeds) it
+    lowered the median cut from 1.056x to 1.006x pymetis at k = 4 and from 1.049x
+    to 1.016x at k = 8.
     """
 
     per_part: int = 30
@@ -74,11 +83,16 @@ class CoarsenConfig:
     max_vwgt_factor: float = 1.5
     two_hop: bool = True
     two_hop_trigger: float = 0.10
+    small_graph: int = 10_000
+    small_per_part: int = 60
 
     def coarsen_to(self, num_nodes: int, k: int) -> int:
         """Target vertex count of the coarsest graph for a k-way partition."""
         log2k = max(1, int(k).bit_length() - 1)  # METIS uses the integer log2
-        return max(int(num_nodes / (self.divisor * log2k)), self.per_part * k)
+        per_part = (
+            self.small_per_part if num_nodes <= self.small_graph else self.per_part
+        )
+        return max(int(num_nodes / (self.divisor * log2k)), per_part * k)
 
 
 @dataclass(frozen=True, slots=True, eq=False)
