@@ -24,8 +24,18 @@ early stopping with patience 100, here within at most 1000 epochs); ``sage`` and
 threads to pay off, and on a shared machine idle-spinning worker threads made an
 epoch several times slower (``--set threads=0`` keeps torch's default).
 
-``workers`` is reserved for partition-parallel training (issue 6): 1 runs the
-single-device :class:`~operators.trainers.FullGraphTrainer`.
+``workers`` > 1 trains partition-parallel on a gang of that many processes
+(:class:`~operators.trainers.distributed.DistributedTrainer`, exact mode: halo
+exchange every layer), whose results equal single-device training up to float
+rounding. One caveat: a partitioned run cannot reproduce torch's dropout masks,
+so it draws counter-based masks keyed by (seed, epoch, layer, node);
+``masks=counter`` makes a one-device run draw the same ones
+(:class:`~operators.trainers.distributed.CounterDropoutTrainer`), so
+``--set workers=1 --set masks=counter`` and ``--set workers=2`` train the same
+model. ``masks=auto`` (the default) is torch's masks on one device, counter
+masks on a gang::
+
+    strata run jobs/cora_gcn.py --set workers=2
 
 References:
     Thomas N. Kipf, Max Welling. *Semi-Supervised Classification with Graph
@@ -42,6 +52,11 @@ from engine import Operator, Pipeline
 from operators.errors import OperatorError
 from operators.io.datasets import load_dataset
 from operators.trainers import FullGraphTrainer, ModelConfig, TrainConfig
+from operators.trainers.distributed import (
+    CounterDropoutTrainer,
+    DistributedConfig,
+    DistributedTrainer,
+)
 from operators.trainers.records import training_outputs
 
 #: Per-model defaults (``--set`` overrides any of them).
@@ -117,17 +132,39 @@ def train_config(model: str = "gcn", **settings: Any) -> TrainConfig:
     return TrainConfig(model_config, **values)
 
 
-def trainer_for(config: TrainConfig, workers: int) -> Operator[Any, Any]:
-    """The training step: one device now; a partition-parallel gang later."""
-    if workers != 1:
+MASKS = ("auto", "torch", "counter")
+
+
+def trainer_for(
+    config: TrainConfig, workers: int, masks: str = "auto"
+) -> Operator[Any, Any]:
+    """The training step: one device, or a partition-parallel gang (exact mode).
+
+    Raises:
+        OperatorError: ``workers < 1``, an unknown ``masks``, or ``masks=torch``
+            with a gang (which cannot draw torch's masks).
+    """
+    if masks not in MASKS:
         raise OperatorError.build(
-            "workers",
-            "cora_gcn",
-            "workers=1 (single-device training)",
-            f"workers={workers}",
-            "partition-parallel full-graph training arrives with issue 6",
+            "masks", "cora_gcn", f"one of {list(MASKS)}", repr(masks)
         )
-    return FullGraphTrainer(config)
+    if workers < 1:
+        raise OperatorError.build("workers", "cora_gcn", "workers >= 1", str(workers))
+    if workers == 1:
+        if masks == "counter":
+            return CounterDropoutTrainer(config)
+        return FullGraphTrainer(config)
+    if masks == "torch":
+        raise OperatorError.build(
+            "masks",
+            "cora_gcn",
+            "masks='auto' or 'counter' with workers > 1",
+            f"masks='torch' with workers={workers}",
+            "a partitioned run draws counter-based dropout masks; workers=1 "
+            "with masks=counter reproduces it on one device",
+        )
+    dist = DistributedConfig(workers=workers, mode="exact", device="cpu")
+    return DistributedTrainer(config, dist)
 
 
 def describe(config: TrainConfig) -> str:
@@ -165,6 +202,7 @@ def build(
     checkpoint_every: int = 10,
     resume: bool = False,
     workers: int = 1,
+    masks: str = "auto",
 ) -> Pipeline:
     config = train_config(
         model,
@@ -193,7 +231,7 @@ def build(
         data_dir=data_dir,
         normalize_features=normalize_features,
     )
-    p.step("train", trainer_for(config, workers), "load")
+    p.step("train", trainer_for(config, workers, masks), "load")
     extra = {"dataset": dataset, "model": model, "settings": describe(config)}
     p.step("summary", training_outputs, "train.result", "train.epochs", extra=extra)
     p.record("summary")

@@ -83,8 +83,10 @@ def test_the_gat_preset_runs() -> None:
 def test_bad_parameters_are_clear_errors() -> None:
     with pytest.raises(OperatorError, match="model in cora_gcn: expected one of"):
         cora_gcn.build(model="mlp")
-    with pytest.raises(OperatorError, match=r"workers in cora_gcn.*issue 6"):
-        cora_gcn.build(workers=2)
+    with pytest.raises(OperatorError, match=r"masks in cora_gcn.*masks='torch'"):
+        cora_gcn.build(workers=2, masks="torch")
+    with pytest.raises(OperatorError, match=r"workers in cora_gcn: expected workers"):
+        cora_gcn.build(workers=0)
 
 
 @pytest.mark.slow

@@ -152,7 +152,7 @@ DEFAULT = {
         ("sage", "hongtu-m3-cache"),
         ("gcn", "hongtu-m3-refetch"),
     ],
-    ("cora", 4): [("sage", "exact"), ("gcn", "hongtu-m1")],
+    ("cora", 4): [("sage", "exact"), ("gcn", "hongtu-m3-cache")],
     ("rmat14", 1): [("sage", "hongtu-m3-refetch"), ("gcn", "exact")],
     ("rmat14", 4): [("gcn", "hongtu-m3-cache"), ("sage", "hongtu-m1")],
 }
