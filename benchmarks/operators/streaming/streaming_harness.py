@@ -182,7 +182,7 @@ def time_full(setup: Setup, batches: list[pa.RecordBatch], warmup: int) -> dict:
 
 #: Timed batches (after 2 warm-up ones) per path and batch size: the baselines cost
 #: seconds per batch at scale 18, whatever the batch size.
-TIMED = {"incremental": 20, "affected": 2, "full": 2}
+TIMED = {"incremental": 20, "affected": 4, "full": 3}
 
 
 def throughput_row(setup: Setup, batch_size: int) -> dict[str, Any]:
@@ -193,7 +193,7 @@ def throughput_row(setup: Setup, batch_size: int) -> dict[str, Any]:
     )
     count = warmup + max(inc_batches, TIMED["affected"], TIMED["full"])
     if batch_size >= 10_000:
-        count = warmup + 3
+        count = warmup + max(TIMED["affected"], TIMED["full"])
     batches = make_batches(setup, batch_size, count)
     inc = time_incremental(setup, batches, warmup)
     base = batches[: warmup + TIMED["affected"]]
