@@ -35,9 +35,11 @@ features and masks a dataset has are kept.
 Outputs: the accuracies and loss curve (as every training job), the plan (HongTu:
 chunks, alpha, modelled peaks; Emma: its headline figures) and the counters, per
 worker and per epoch: bytes host->device, device->host and device<->device, halo
-rows exchanged, and peak per-worker memory (HongTu: the device arena's
-high-water mark; every mode: the worker's peak RSS). The train step's counters
-in the run report hold the same totals.
+rows exchanged, and peak per-worker memory: ``tensor_peak_bytes`` (HongTu: the
+device arena's high-water mark; exact mode: resident tensors plus what autograd
+saved for the backward pass; not measured in Emma mode) and every worker's
+peak RSS (which includes the interpreter and the mapped host store). The train
+step's counters in the run report hold the same totals.
 """
 
 from __future__ import annotations
@@ -218,6 +220,7 @@ def dist_outputs(
             "epochs": [headline(e) for e in w["epochs"]],
             "setup": setup_counters(w["epochs"]),
             "peak_rss_bytes": w["peak_rss_bytes"],
+            "tensor_peak_bytes": _tensor_peak(w),
             **(
                 {"arena_peak_bytes": w["arena_peak_bytes"]}
                 if "arena_peak_bytes" in w
@@ -232,11 +235,29 @@ def dist_outputs(
     ]
     outputs["counters_per_epoch"] = per_epoch
     outputs["peak_rss_bytes"] = max(w["peak_rss_bytes"] for w in workers)
+    tensor_peaks = [c["tensor_peak_bytes"] for c in outputs["counters"]]
+    if all(p is not None for p in tensor_peaks):
+        outputs["tensor_peak_bytes"] = max(tensor_peaks)
     peaks = [w["arena_peak_bytes"] for w in workers if "arena_peak_bytes" in w]
     if peaks:
         outputs["arena_peak_bytes"] = max(peaks)
     outputs["gang_startup_s"] = report["startup_s"]
     return outputs
+
+
+def _tensor_peak(worker: dict[str, Any]) -> int | None:
+    """Peak per-worker tensor bytes: HongTu's arena, else the exact engine's meter.
+
+    HongTu accounts every tensor it brings to the device in its arena (modelled
+    bounds for torch's temporaries included); the exact engine measures its
+    resident tensors plus what autograd saved for backward
+    (:class:`~operators.trainers.distributed.partition_parallel.SavedTensorMeter`).
+    None where neither was measured (Emma's iterations).
+    """
+    if "arena_peak_bytes" in worker:
+        return int(worker["arena_peak_bytes"])
+    peak = worker.get("tensor_peak_bytes")
+    return None if peak is None else int(peak)
 
 
 def build(
@@ -354,9 +375,9 @@ def render(outputs: dict[str, Any]) -> str:
             f"  plan: {plan['chunks']} chunks per worker, alpha {plan['alpha']:.2f}, "
             f"host rows {plan['host_rows']:,} of {plan['naive_host_rows']:,} naive"
         )
-    peak = outputs.get("arena_peak_bytes")
-    arena = f"arena peak {peak / 2**20:.1f} MiB, " if peak else ""
+    peak = outputs.get("tensor_peak_bytes")
+    tensors = f"tensors {peak / 2**20:.1f} MiB, " if peak else ""
     lines.append(
-        f"  per-worker peak: {arena}RSS {outputs['peak_rss_bytes'] / 2**20:.0f} MiB"
+        f"  per-worker peak: {tensors}RSS {outputs['peak_rss_bytes'] / 2**20:.0f} MiB"
     )
     return "\n".join(lines)

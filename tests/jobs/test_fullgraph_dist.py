@@ -84,6 +84,7 @@ def test_hongtu_with_a_budget_reports_plan_counters_and_peaks(tmp_path: Path) ->
     for worker in out["counters"]:
         assert len(worker["epochs"]) == 10
         assert 0 < worker["arena_peak_bytes"] <= budget
+        assert worker["tensor_peak_bytes"] == worker["arena_peak_bytes"]
         assert worker["peak_rss_bytes"] > 0
         for epoch in worker["epochs"]:
             assert set(epoch) == HEADLINE
@@ -121,6 +122,8 @@ def test_any_graph_spec_gets_a_task_and_every_mode_runs() -> None:
     assert exact["epochs_run"] == emma["epochs_run"] == 4
     assert exact["counters_per_epoch"][0]["halo_rows"] > 0
     assert exact["counters"][0]["setup"]["h2d_bytes"] > 0
+    # resident features alone: 2 workers share 512 rows x 8 floats
+    assert exact["tensor_peak_bytes"] > 512 * 8 * 4 / 2
     assert emma["emma_splits"] == 2
     assert 0 < emma["emma_fwd_bytes_ratio"] < 1
 

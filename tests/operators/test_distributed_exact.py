@@ -5,12 +5,14 @@ offloaded) modes, with and without chunking, GCN and GraphSAGE, on Cora and on
 RMAT scale 14: every epoch's training loss and every final weight equal the
 single-device oracle's within 1e-5 after 20 epochs. The oracle is
 :class:`CounterDropoutTrainer` (``FullGraphTrainer`` with the counter-based
-dropout masks every worker draws), so dropout stays on; one test also checks the
-plain ``FullGraphTrainer`` with dropout 0.
+dropout masks every worker draws), so dropout stays on; one test (slow) also
+checks the plain ``FullGraphTrainer`` with dropout 0.
 
-Everything runs in float32, as the trainers do: partitioned runs sum the same
-terms per destination in the same order, and the gradient all-reduce adds K
-partial sums, so the differences stay near float32 rounding (~1e-7 here).
+Everything runs in float32, as the trainers do (no float64 was needed): the
+slices sum each destination's terms in the global order, the gradient
+all-reduce adds K partial sums and HongTu aggregates before transforming, so
+the differences are float32 rounding. Over the whole matrix (48 trainings) the
+largest were 4.8e-7 in a loss and 3.1e-6 in a weight.
 
 Cost: one gang per (graph, K) runs several trainings in turn
 (``distributed_workers.fit_on_one_gang``), so the gang's start-up is paid once. The
@@ -171,6 +173,7 @@ def test_full_matrix_equals_single_device(graph: str, k: int) -> None:
     run_cases(graph, k, cases)
 
 
+@pytest.mark.slow
 def test_dropout_zero_equals_the_plain_full_graph_trainer() -> None:
     """No counter-dropout oracle needed: dropout 0 is ``FullGraphTrainer`` itself."""
     data = dataset("cora")

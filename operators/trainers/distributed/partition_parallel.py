@@ -90,6 +90,8 @@ class PartitionParallelEngine:
             for split in inputs.split_nodes
         }
         self.part: SliceTensors | None = None
+        self.resident_bytes = 0
+        self.tensor_peak_bytes = 0
 
     # ------------------------------------------------------------------ engine
     def setup(self, model: BasicGNN) -> None:
@@ -106,7 +108,10 @@ class PartitionParallelEngine:
 
     def train_epoch(self, model: BasicGNN, epoch: int) -> float:
         """Forward, loss share, backward; return the global training loss."""
-        out = self.forward(model, epoch=epoch, phase="fwd")
+        with SavedTensorMeter(self._resident(model)) as saved:
+            out = self.forward(model, epoch=epoch, phase="fwd")
+        held = self.resident_bytes + saved.nbytes + out.numel() * out.element_size()
+        self.tensor_peak_bytes = max(self.tensor_peak_bytes, held)
         pos = self.split_pos["train"]
         loss = F.cross_entropy(out[pos], self.y[pos], reduction="sum")
         # The sum over every rank is the single-device mean (hongtu.md §3.9);
@@ -133,12 +138,28 @@ class PartitionParallelEngine:
         return reduce_split_metrics(self.ctx, sums)
 
     def report(self) -> dict[str, Any]:
-        """Part size, halo size and rows sent per exchange."""
+        """Part size, halo size, rows sent per exchange, peak tensor bytes."""
         return {
             "owned": self.num_owned,
             "halo": int(self.halo.num_out),
             "halo_send_rows": self.halo.send_rows,
+            "tensor_peak_bytes": self.tensor_peak_bytes or None,  # None: unmeasured
         }
+
+    def _resident(self, model: BasicGNN) -> list[torch.Tensor]:
+        """Tensors held for the whole run; sets :attr:`resident_bytes`.
+
+        Features (owned and local rows), the local graph (and its transpose),
+        and per parameter its weights, gradient and Adam's two moments.
+        """
+        params = list(model.parameters())
+        tensors = [self.x, self.x_local, *params]
+        assert self.part is not None
+        param_bytes = sum(p.numel() * p.element_size() for p in params)
+        self.resident_bytes = (
+            _nbytes(self.x) + _nbytes(self.x_local) + 2 * self.part.nbytes
+        ) + 4 * param_bytes
+        return tensors
 
     # --------------------------------------------------------------- the layers
     def forward(
@@ -180,3 +201,50 @@ class PartitionParallelEngine:
         """Layer ``layer`` over the local rows (before the activation)."""
         assert self.part is not None, "setup() first"
         return self.program.layer(conv, self.part, local, root)
+
+
+def _nbytes(tensor: torch.Tensor) -> int:
+    return tensor.numel() * tensor.element_size()
+
+
+class SavedTensorMeter:
+    """Bytes autograd saves for the backward pass inside a ``with`` block.
+
+    Each saved tensor counts once (by storage), and tensors in ``resident``
+    (counted elsewhere) not at all. Temporaries that die inside an operation
+    are not seen: this is what the backward pass keeps alive, the bulk of a
+    full-graph worker's memory, not an allocator's high-water mark.
+
+    Examples:
+        >>> w = torch.ones(3, requires_grad=True)
+        >>> x = torch.ones(4, 3)
+        >>> with SavedTensorMeter([w]) as meter:
+        ...     y = (x * w).sum()
+        >>> meter.nbytes  # x was saved for w's gradient (w itself is resident)
+        48
+    """
+
+    def __init__(self, resident: list[torch.Tensor]) -> None:
+        self._skip = {t.untyped_storage().data_ptr() for t in resident}
+        self._seen: set[int] = set()
+        self.nbytes = 0
+        self._hooks = torch.autograd.graph.saved_tensors_hooks(self._pack, _unpack)
+
+    def _pack(self, tensor: torch.Tensor) -> torch.Tensor:
+        storage = tensor.untyped_storage()
+        ptr = storage.data_ptr()
+        if ptr not in self._skip and ptr not in self._seen:
+            self._seen.add(ptr)
+            self.nbytes += storage.nbytes()
+        return tensor
+
+    def __enter__(self) -> SavedTensorMeter:
+        self._hooks.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._hooks.__exit__(*exc)
+
+
+def _unpack(tensor: torch.Tensor) -> torch.Tensor:
+    return tensor
