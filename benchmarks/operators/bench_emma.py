@@ -63,6 +63,8 @@ def test_accuracy_smoke(benchmark):
     assert run["S=3,refresh=3"]["fwd_bytes_ratio_with_refresh"] == pytest.approx(
         (1 / 3 * 9 + 2) / 9
     )
+    assert run["S=3,refresh=0"]["exact_at_equal_bytes"]["iterations"] == 3
+    assert run["S=3,refresh=3"]["exact_at_equal_bytes"]["iterations"] == 5
     benchmark.extra_info["mean"] = result["mean"]
 
 

@@ -140,13 +140,19 @@ def run_counters(report: dict[str, Any]) -> dict[str, Any]:
 
 
 def accuracy(args: argparse.Namespace) -> dict[str, Any]:
-    """M5: exact vs Emma test accuracy per seed, and medians."""
+    """M5: exact vs Emma test accuracy per seed, with medians and means.
+
+    Per Emma run also the exact trainer at equal forward halo bytes: exact
+    training for ``round(iterations * fwd_bytes_ratio_with_refresh)`` iterations
+    (``exact_at_equal_bytes``).
+    """
     data = load_graph(args.graph)
     out: dict[str, Any] = {"graph": args.graph, "workers": args.workers, "runs": []}
     for seed in args.seeds:
         config = sage_config(seed, args.iterations, args.hidden)
         exact = exact_run(data, config)
         row: dict[str, Any] = {"seed": seed, "exact": _short(exact)}
+        shorter: dict[int, float] = {}
         for splits in args.splits:
             for refresh in args.refresh or ["default"]:
                 every = refresh_every(str(refresh), splits)
@@ -154,6 +160,16 @@ def accuracy(args: argparse.Namespace) -> dict[str, Any]:
                 result = emma_run(data, config, args.workers, emma)
                 key = f"S={splits},refresh={emma.refresh_every}"
                 row[key] = _short(result)
+                equal = max(
+                    1, round(args.iterations * result["fwd_bytes_ratio_with_refresh"])
+                )
+                if equal not in shorter:
+                    short = sage_config(seed, equal, args.hidden)
+                    shorter[equal] = exact_run(data, short)["test_accuracy"]
+                row[key]["exact_at_equal_bytes"] = {
+                    "iterations": equal,
+                    "test_accuracy": shorter[equal],
+                }
                 print(
                     json.dumps(
                         {
@@ -177,6 +193,15 @@ def accuracy(args: argparse.Namespace) -> dict[str, Any]:
             out[name][f"{key} minus exact (points)"] = 100 * (
                 out[name][key] - exact_stat
             )
+            at_bytes = float(
+                stat(
+                    [
+                        r[key]["exact_at_equal_bytes"]["test_accuracy"]
+                        for r in out["runs"]
+                    ]
+                )
+            )
+            out[name][f"{key} exact at equal bytes"] = at_bytes
     return out
 
 
