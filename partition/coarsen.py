@@ -145,61 +145,16 @@ def _match_island(
 
 
 @njit(cache=True)
-def match_random(
-    xadj: np.ndarray,
-    adjncy: np.ndarray,
-    vwgt: np.ndarray,
-    order: np.ndarray,
-    max_vwgt: int,
-) -> tuple[np.ndarray, int]:
-    """Match each unmatched vertex to its first unmatched neighbour that fits.
-
-    Returns ``(match, unmatched)``: ``match[v]`` is the partner (``v`` itself when
-    it stays single, -1 when it is left for 2-hop matching) and the count of
-    vertices left unmatched although light enough to pair.
-    """
-    n = xadj.shape[0] - 1
-    match = np.full(n, _UNMATCHED, dtype=np.int64)
-    last = 0
-    unmatched = 0
-    for pi in range(n):
-        i = order[pi]
-        if match[i] != _UNMATCHED:
-            continue
-        partner = i
-        if vwgt[i] < max_vwgt:
-            if xadj[i] == xadj[i + 1]:
-                j, last = _match_island(order, match, pi, last)
-                if j >= 0:
-                    partner = j
-            else:
-                for e in range(xadj[i], xadj[i + 1]):
-                    k = adjncy[e]
-                    if match[k] == _UNMATCHED and vwgt[i] + vwgt[k] <= max_vwgt:
-                        partner = k
-                        break
-                if partner == i and 3 * vwgt[i] < max_vwgt:
-                    unmatched += 1
-                    partner = _UNMATCHED
-        if partner != _UNMATCHED:
-            match[i] = partner
-            match[partner] = i
-    return match, unmatched
-
-
-@njit(cache=True)
-def match_heavy_edge(
+def _match(
     xadj: np.ndarray,
     adjncy: np.ndarray,
     adjwgt: np.ndarray,
     vwgt: np.ndarray,
     order: np.ndarray,
     max_vwgt: int,
+    heavy: bool,
 ) -> tuple[np.ndarray, int]:
-    """Match each unmatched vertex along its heaviest edge to an unmatched vertex.
-
-    Same contract as :func:`match_random`.
-    """
+    """The matching loop: first neighbour that fits, or heaviest edge (``heavy``)."""
     n = xadj.shape[0] - 1
     match = np.full(n, _UNMATCHED, dtype=np.int64)
     last = 0
@@ -220,11 +175,13 @@ def match_heavy_edge(
                     k = adjncy[e]
                     if (
                         match[k] == _UNMATCHED
-                        and adjwgt[e] > best
+                        and (not heavy or adjwgt[e] > best)
                         and vwgt[i] + vwgt[k] <= max_vwgt
                     ):
                         partner = k
                         best = adjwgt[e]
+                        if not heavy:
+                            break
                 if partner == i and 3 * vwgt[i] < max_vwgt:
                     unmatched += 1
                     partner = _UNMATCHED
@@ -232,6 +189,39 @@ def match_heavy_edge(
             match[i] = partner
             match[partner] = i
     return match, unmatched
+
+
+@njit(cache=True)
+def match_random(
+    xadj: np.ndarray,
+    adjncy: np.ndarray,
+    vwgt: np.ndarray,
+    order: np.ndarray,
+    max_vwgt: int,
+) -> tuple[np.ndarray, int]:
+    """Match each unmatched vertex to its first unmatched neighbour that fits.
+
+    Returns ``(match, unmatched)``: ``match[v]`` is the partner (``v`` itself when
+    it stays single, -1 when it is left for 2-hop matching) and the count of
+    vertices left unmatched although light enough to pair.
+    """
+    return _match(xadj, adjncy, adjncy, vwgt, order, max_vwgt, False)
+
+
+@njit(cache=True)
+def match_heavy_edge(
+    xadj: np.ndarray,
+    adjncy: np.ndarray,
+    adjwgt: np.ndarray,
+    vwgt: np.ndarray,
+    order: np.ndarray,
+    max_vwgt: int,
+) -> tuple[np.ndarray, int]:
+    """Match each unmatched vertex along its heaviest edge to an unmatched vertex.
+
+    Same contract as :func:`match_random`.
+    """
+    return _match(xadj, adjncy, adjwgt, vwgt, order, max_vwgt, True)
 
 
 @njit(cache=True)

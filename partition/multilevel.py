@@ -113,8 +113,11 @@ class MultilevelPartitioner:
             levels = coarsen(core, k, self.coarsening, state)
         coarsest = levels[-1].graph
         with timer.phase("initial"):
-            small = coarsest.num_nodes <= self.coarsening.per_part * k
-            tries = self.initial.tries or (4 if small else 5)
+            if core.num_nodes <= self.coarsening.small_graph:
+                tries = self.initial.tries or self.initial.small_tries
+            else:  # METIS: 4 tries when coarsening reached 30 k vertices, else 5
+                small = coarsest.num_nodes <= self.coarsening.per_part * k
+                tries = self.initial.tries or (4 if small else 5)
             where = recursive_bisection(
                 coarsest, k, self.initial, self.imbalance, state, tries
             )

@@ -210,22 +210,15 @@ def _add_to_list(
 
 @njit(cache=True)
 def move_vertex(
-    xadj: np.ndarray,
-    adjncy: np.ndarray,
-    adjwgt: np.ndarray,
-    vwgt: np.ndarray,
-    where: np.ndarray,
-    idg: np.ndarray,
-    edg: np.ndarray,
-    nnbrs: np.ndarray,
-    nstart: np.ndarray,
-    npart: np.ndarray,
-    ned: np.ndarray,
-    pwgts: np.ndarray,
-    v: int,
-    slot: int,
+    graph: tuple[np.ndarray, ...], info: tuple[np.ndarray, ...], v: int, slot: int
 ) -> int:
-    """Move ``v`` to the part of its list entry ``slot``; return the gain."""
+    """Move ``v`` to the part of its list entry ``slot``; return the gain.
+
+    ``graph`` is ``(xadj, adjncy, adjwgt, vwgt)`` and ``info`` the arrays of
+    :class:`KWayInfo` in field order, both updated in place.
+    """
+    xadj, adjncy, adjwgt, vwgt = graph
+    where, idg, edg, nnbrs, nstart, npart, ned, pwgts = info
     base = nstart[v]
     src = where[v]
     dst = npart[base + slot]
@@ -285,6 +278,8 @@ def greedy_kway(
     state: np.ndarray,
 ) -> int:
     """Run up to ``passes`` greedy passes (refine or balance mode); return the cut."""
+    graph = (xadj, adjncy, adjwgt, vwgt)
+    info = (where, idg, edg, nnbrs, nstart, npart, ned, pwgts)
     n = xadj.shape[0] - 1
     k = pwgts.shape[0]
     heap, keys, pos, size = pq_new(n)
@@ -366,22 +361,7 @@ def greedy_kway(
                     )
                 ):
                     continue
-            cut -= move_vertex(
-                xadj,
-                adjncy,
-                adjwgt,
-                vwgt,
-                where,
-                idg,
-                edg,
-                nnbrs,
-                nstart,
-                npart,
-                ned,
-                pwgts,
-                v,
-                best,
-            )
+            cut -= move_vertex(graph, info, v, best)
             nmoved += 1
             for e in range(xadj[v], xadj[v + 1]):
                 u = adjncy[e]
@@ -423,6 +403,8 @@ def enforce_cap(
     cut: int,
 ) -> int:
     """Move the cheapest vertices out of parts above ``cap``; return the cut."""
+    graph = (xadj, adjncy, adjwgt, vwgt)
+    info = (where, idg, edg, nnbrs, nstart, npart, ned, pwgts)
     n = xadj.shape[0] - 1
     k = pwgts.shape[0]
     for _ in range(4):
@@ -460,22 +442,7 @@ def enforce_cap(
                 ):
                     best = j
             if best >= 0:
-                cut -= move_vertex(
-                    xadj,
-                    adjncy,
-                    adjwgt,
-                    vwgt,
-                    where,
-                    idg,
-                    edg,
-                    nnbrs,
-                    nstart,
-                    npart,
-                    ned,
-                    pwgts,
-                    v,
-                    best,
-                )
+                cut -= move_vertex(graph, info, v, best)
                 continue
             # No adjacent part has room: the lightest part anywhere (a new entry).
             target = -1
@@ -499,22 +466,7 @@ def enforce_cap(
             npart[base + c] = target
             ned[base + c] = 0
             nnbrs[v] = c + 1
-            cut -= move_vertex(
-                xadj,
-                adjncy,
-                adjwgt,
-                vwgt,
-                where,
-                idg,
-                edg,
-                nnbrs,
-                nstart,
-                npart,
-                ned,
-                pwgts,
-                v,
-                c,
-            )
+            cut -= move_vertex(graph, info, v, c)
     return cut
 
 

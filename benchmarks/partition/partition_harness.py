@@ -18,7 +18,6 @@ import json
 import os
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -26,7 +25,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import psutil
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
@@ -112,31 +110,6 @@ class FileEdgeChunks:
                 if got == 0:
                     return
                 yield buffer[:got, 0], buffer[:got, 1]
-
-
-class RssPoller:
-    """Samples this process's RSS every ``interval_s`` in a thread; ``peak`` bytes."""
-
-    def __init__(self, interval_s: float = 0.005) -> None:
-        self._process = psutil.Process()
-        self._interval = interval_s
-        self._stop = threading.Event()
-        self.peak = self._process.memory_info().rss
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            self.peak = max(self.peak, self._process.memory_info().rss)
-            self._stop.wait(self._interval)
-
-    def __enter__(self) -> RssPoller:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join()
-        self.peak = max(self.peak, self._process.memory_info().rss)
 
 
 def run_child(args: list[str], timeout: float = 1200) -> dict[str, Any]:

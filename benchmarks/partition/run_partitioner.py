@@ -25,7 +25,9 @@ import numpy as np
 import psutil
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from partition_harness import FileEdgeChunks, RssPoller, load_csr
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "operators"))
+from gnn_harness import RssPoller  # the RSS sampler the GNN benchmarks share
+from partition_harness import FileEdgeChunks, load_csr
 
 
 def _status_kb(field: str) -> int:
