@@ -126,7 +126,7 @@ def refresh_every(spec: str, splits: int) -> int | None:
 def run_counters(report: dict[str, Any]) -> dict[str, Any]:
     """Emma's own counters as the run report carries them: the ``emma`` section's
     scalars and the run totals of the ``emma.``, ``refresh.`` and ``eval.`` counters
-    (and the halo traffic per phase)."""
+    (and the halo traffic per phase, and the buffers' bytes summed over workers)."""
     section = {k: v for k, v in report["emma"].items() if not isinstance(v, list)}
     section["refreshes"] = report["emma"]["refreshes"]
     section["buffer_bytes"] = report["emma"]["buffer_bytes"]
@@ -134,7 +134,7 @@ def run_counters(report: dict[str, Any]) -> dict[str, Any]:
         k: v
         for k, v in report["totals"].items()
         if k.split(".")[0] in ("emma", "refresh", "eval")
-        or k.endswith("halo_send_bytes")
+        or k.endswith(("halo_send_bytes", "buffer_bytes"))
     }
     return {"emma": section, "totals": totals}
 

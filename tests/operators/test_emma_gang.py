@@ -96,6 +96,12 @@ def test_job_outputs_carry_the_run_and_emmas_figures(two_workers) -> None:  # ty
     assert out["emma_eval_bytes"] == ITERATIONS * halo_rows * 8 * 4  # every epoch
     owned = max(w["owned"] for w in run_.report["per_worker"])
     assert out["emma_buffer_bytes"] == owned * (8 + 8) * 4  # features 8, hidden 8
+    # Emma's counters in the run report: levels once, flows summed over the run
+    totals = run_.report["totals"]
+    assert totals["setup.buffer_bytes"] == 1200 * (8 + 8) * 4  # all owned rows
+    assert totals["emma.control_bytes"] == 0
+    assert totals["emma.edges_aggregated"] * 4 == totals["emma.exact_edges"]
+    assert totals["refresh.refresh_bytes"] == out["emma_refresh_bytes"]
 
 
 @pytest.mark.slow

@@ -29,7 +29,9 @@ Counters (per worker, per iteration, in the run report's ``per_worker[r].epochs`
 as ``"<phase>.<name>"``): ``fwd``/``bwd``/``refresh``/``eval`` ``halo_send_rows``,
 ``halo_recv_rows``, ``halo_send_bytes``, ``halo_recv_bytes`` (per peer and layer in
 the counters), ``emma.active_sources``, ``emma.edges_aggregated`` and
-``emma.exact_edges`` (summed over layers), ``emma.buffer_bytes``,
+``emma.exact_edges`` (summed over layers), ``setup.buffer_bytes`` (counted once,
+at setup, in the first iteration's record: a level, so run totals are the sum
+over workers rather than over iterations),
 ``emma.exact_exchange_bytes`` / ``emma.exact_exchange_rows`` / ``emma.exact_bwd_bytes``
 (what one exact exchange sends from this worker forward and backward, the same
 run's reference for ratios),
@@ -106,6 +108,7 @@ class EmmaEngine(PartitionParallelEngine):
             x_local = torch.cat([self.x, halo])
         self.x_input = x_local
         self.state = MovingState.zeros(self.num_owned, self.widths, device=self.device)
+        self.counters.add("buffer_bytes", self.state.buffer_bytes, phase="setup")
         self.chunker = SourceChunker(
             self.emma,
             self.local_ids_np,
@@ -194,7 +197,6 @@ class EmmaEngine(PartitionParallelEngine):
         c.add("active_sources", step.active_sources, phase="emma")
         c.add("edges_aggregated", step.edges * layers, phase="emma")
         c.add("exact_edges", self.chunker.local.num_edges * layers, phase="emma")
-        c.add("buffer_bytes", self.state.buffer_bytes, phase="emma")
         c.add("exact_exchange_bytes", self._exact_bytes(), phase="emma")
         c.add("exact_bwd_bytes", self._exact_bytes(self.halo.recv_rows), phase="emma")
         c.add("exact_exchange_rows", self.halo.send_rows * (layers - 1), phase="emma")
