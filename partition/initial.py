@@ -7,7 +7,8 @@ graph is split by recursive bisection, each bisection being itself multilevel:
 2. grow a region by BFS from a random vertex until part 1 is light enough, then
    balance and run 4 FM passes; keep the best of 5 (small graphs) or 7 tries;
 3. project back level by level, balancing and running up to 10 FM passes at each;
-4. repeat steps 1-3 ``tries`` times (4 or 5) and keep the lowest cut that is
+4. repeat steps 1-3 ``tries`` times (4 or 5; 3 on graphs of at most
+   ``CoarsenConfig.small_graph`` vertices) and keep the lowest cut that is
    balanced within the per-bisection tolerance ``(1 + eps) ** (1 / ln k)``.
 
 FM is the classic two-queue Fiduccia-Mattheyses pass: always move from the side
