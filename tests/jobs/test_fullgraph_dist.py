@@ -135,3 +135,11 @@ def test_bad_settings_are_clear_errors() -> None:
         fullgraph_dist.build(mode="hongtu", device_budget="lots")
     with pytest.raises(OperatorError, match="device_budget=None with mode='exact'"):
         fullgraph_dist.build(mode="exact", device_budget=1 << 20)
+
+
+def test_docstring_examples() -> None:
+    import doctest
+
+    result = doctest.testmod(fullgraph_dist, optionflags=doctest.ELLIPSIS)
+    assert result.attempted > 0
+    assert result.failed == 0
