@@ -33,7 +33,7 @@ from partition._types import Float64Array, Int32Array
 from partition.errors import PartitionError
 from partition.types import Partition
 from storage import CSRGraph
-from storage.generators._hash import splitmix64
+from storage.generators.hashing import splitmix64
 
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 

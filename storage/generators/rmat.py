@@ -32,7 +32,7 @@ import numpy as np
 from storage._types import Int64Array
 from storage.csr import CSRGraph, DuplicatePolicy, SelfLoopPolicy
 from storage.errors import GraphError
-from storage.generators._hash import seed_key, splitmix64
+from storage.generators.hashing import seed_key, splitmix64
 
 GRAPH500_ABCD = (0.57, 0.19, 0.19, 0.05)
 _WHERE = "rmat"

@@ -1,4 +1,4 @@
-"""Counter-based random numbers for parallel numba kernels.
+"""Counter-based random numbers for parallel numba kernels (storage and partition).
 
 ``numba``'s ``np.random`` keeps one state per thread, so a ``prange`` loop that draws
 from it gives results that depend on how iterations are scheduled. Hashing a counter
