@@ -540,7 +540,7 @@ def _merged_sizes(
     return sizes
 
 
-@numba.njit(cache=True, nogil=True)
+@numba.njit(cache=True, nogil=True, parallel=True)
 def _merge_rows(
     out: np.ndarray,
     indptr: np.ndarray,
@@ -557,7 +557,7 @@ def _merge_rows(
     Delta ranges are sorted by neighbour; a negative count removes that many base
     copies (they exist: the delta never removes more than the base holds).
     """
-    for r in range(starts.shape[0]):
+    for r in numba.prange(starts.shape[0]):  # rows write disjoint ranges
         pos = indptr[r]
         row = base_indices[starts[r] : starts[r] + lengths[r]].astype(np.int64)
         if hi[r] == lo[r]:
