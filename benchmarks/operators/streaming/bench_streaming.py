@@ -16,6 +16,7 @@ Every figure is in ``extra_info``; ratios come from one run of one test.
 
 from __future__ import annotations
 
+import numba
 import pytest
 import torch
 from run_streaming import windows_for_curve
@@ -27,10 +28,13 @@ from operators.streaming import Count, Immediate
 
 @pytest.fixture(autouse=True)
 def two_threads():
-    before = torch.get_num_threads()
+    """Two threads for both sides: torch (baselines) and numba (incremental)."""
+    before = torch.get_num_threads(), numba.get_num_threads()
     torch.set_num_threads(2)
+    numba.set_num_threads(min(2, numba.config.NUMBA_NUM_THREADS))
     yield
-    torch.set_num_threads(before)
+    torch.set_num_threads(before[0])
+    numba.set_num_threads(before[1])
 
 
 def _once(benchmark, fn):

@@ -11,7 +11,8 @@ Usage (from the repository root)::
     .venv/bin/python benchmarks/operators/streaming/run_streaming.py ingest --seconds 60
 
 ``OPENBLAS_NUM_THREADS=1`` is advised on a busy machine: numpy's small GEMMs spin
-otherwise. Torch (the baselines) keeps ``--threads`` threads (default 2).
+otherwise. Torch (the baselines) and numba (the incremental kernels) use
+``--threads`` threads (default 2).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import sys
 import time
 from pathlib import Path
 
+import numba
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -56,6 +58,7 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=2)
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
+    numba.set_num_threads(min(args.threads, numba.config.NUMBA_NUM_THREADS))
     start = time.time()
     if args.experiment == "ingest":
         from ingest_harness import sustained_ingest

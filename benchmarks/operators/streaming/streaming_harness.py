@@ -9,10 +9,12 @@ Three ways to keep a 2-layer model's embeddings current while update batches of
   (:class:`operators.streaming.AffectedRecompute`);
 * ``full``: baseline (b), a full-graph forward of the batch model per batch.
 
-All three include applying the batch to their graph. Baselines run the model in its
-own dtype (float32); the incremental path keeps float64 accumulators and float32
-inputs. Each path is timed over its own number of batches (the baselines are
-orders of magnitude slower), after warm-up batches that are not timed.
+All three include applying the batch to their graph. The callers give torch (the
+baselines) and numba (the incremental kernels) the same number of threads. Baselines
+run the model in its own dtype (float32); the incremental path keeps float64
+accumulators and float32 inputs. Each path is timed over its own number of batches
+(the baselines are orders of magnitude slower), after warm-up batches that are not
+timed.
 
 Both wall-clock and process CPU time are recorded: on a shared machine the load of
 other jobs changes between the timed segments, which moves wall-clock ratios; CPU
