@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from operators.errors import OperatorError
 from partition import ChunkMethod, LoadMode
@@ -131,7 +131,7 @@ class DistributedConfig:
     mode: Mode | str = Mode.EXACT
     level1: Level1 | str = Level1.METIS
     partition_seed: int = 0
-    compression: str | None = None
+    compression: Literal["bf16", "fp16"] | None = None
     device_budget: int | None = None
     chunks: int | None = None
     max_chunks: int = 64

@@ -95,7 +95,7 @@ def _scale_cpu(
     cols: np.ndarray,
     key: int,
     threshold: int,
-    scale: float,
+    scale: np.float32,
 ) -> None:  # pragma: no cover - numba
     for i in range(ids.shape[0]):
         v = ids[i]
@@ -193,7 +193,7 @@ def _dropout_cpu(
     cols: np.ndarray,
     key: int,
     threshold: int,
-    scale: float,
+    scale: np.float32,
     out: np.ndarray,
     mask: np.ndarray,
 ) -> None:  # pragma: no cover - numba
@@ -212,7 +212,7 @@ class _CounterDropout(torch.autograd.Function):
     """Fused mask-and-scale on CPU (one pass; the bool mask kept for backward)."""
 
     @staticmethod
-    def forward(  # type: ignore[override]
+    def forward(
         ctx: Any, x: torch.Tensor, ids: torch.Tensor, p: float, key: int
     ) -> torch.Tensor:
         scale = 1.0 / (1.0 - p)

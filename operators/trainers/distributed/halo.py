@@ -244,7 +244,7 @@ def _count(
 
 class _HaloExchange(torch.autograd.Function):
     @staticmethod
-    def forward(  # type: ignore[override]
+    def forward(
         ctx: Any,
         x: torch.Tensor,
         plan: HaloPlan,

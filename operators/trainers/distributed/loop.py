@@ -30,6 +30,7 @@ from typing import Any, Literal, Protocol
 
 import numba
 import torch
+from numba.np.ufunc.parallel import threading_layer
 
 from engine.gang import GangContext, GradientAllReducer, broadcast_module
 from operators.layers import BasicGNN
@@ -156,9 +157,11 @@ def _quiet_numba_threads() -> None:
     interfere; it can only be chosen before numba's first parallel launch.
     """
     try:
-        numba.threading_layer()  # raises until a parallel kernel has run
+        threading_layer()  # raises until a parallel kernel has run
     except ValueError:
-        numba.config.THREADING_LAYER = "workqueue"
+        # numba.config sets its options at import time from the environment, so
+        # mypy sees no THREADING_LAYER; it is numba's documented setting.
+        numba.config.THREADING_LAYER = "workqueue"  # type: ignore[attr-defined]
     numba.set_num_threads(max(1, min(numba.get_num_threads(), torch.get_num_threads())))
 
 

@@ -38,8 +38,9 @@ Examples:
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol, cast
 
 import torch
 import torch.nn.functional as F
@@ -52,6 +53,48 @@ from operators.trainers.distributed.local_graph import LocalGraph
 #: Models a distributed trainer runs.
 MODELS = ("gcn", "sage", "gin")
 _WHERE = "DistributedTrainer"
+
+
+class _Linear(Protocol):
+    """What this module reads of a conv's dense transform (torch's or PyG's)."""
+
+    weight: torch.Tensor
+    bias: torch.Tensor | None
+    in_features: int
+    out_features: int
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor: ...
+
+
+class _GCNConv(Protocol):
+    lin: _Linear
+    bias: torch.Tensor | None
+
+
+class _SAGEConv(Protocol):
+    lin_l: _Linear
+    lin_r: _Linear | None
+    normalize: bool
+
+
+class _GINConv(Protocol):
+    nn: Callable[[torch.Tensor], torch.Tensor]
+    eps: torch.Tensor
+
+
+# ``nn.Module.__getattr__`` types every submodule and parameter as
+# ``Tensor | Module``; these casts name what PyG's GCNConv, SAGEConv and GINConv
+# hold (``program_for`` admits only those models), without a runtime check.
+def _gcn(conv: torch.nn.Module) -> _GCNConv:
+    return cast(_GCNConv, conv)
+
+
+def _sage(conv: torch.nn.Module) -> _SAGEConv:
+    return cast(_SAGEConv, conv)
+
+
+def _gin(conv: torch.nn.Module) -> _GINConv:
+    return cast(_GINConv, conv)
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -152,16 +195,19 @@ class LayerProgram:
     ) -> torch.Tensor:
         """The layer's output (before the activation) from ``z`` and ``root``."""
         if self.model == "gcn":
-            return F.linear(z, conv.lin.weight, conv.bias)
+            gcn = _gcn(conv)
+            return F.linear(z, gcn.lin.weight, gcn.bias)
         assert root is not None
         if self.model == "sage":
-            out = conv.lin_l(z)
-            if conv.lin_r is not None:
-                out = out + conv.lin_r(root)
-            if conv.normalize:
+            sage = _sage(conv)
+            out = sage.lin_l(z)
+            if sage.lin_r is not None:
+                out = out + sage.lin_r(root)
+            if sage.normalize:
                 out = F.normalize(out, p=2.0, dim=-1)
             return out
-        return conv.nn(z + (1 + conv.eps) * root)
+        gin = _gin(conv)
+        return gin.nn(z + (1 + gin.eps) * root)
 
     def layer(
         self,
@@ -178,7 +224,7 @@ class LayerProgram:
         """
         if self.model == "gin" or not self.linear:
             return self.combine(conv, self.aggregate(part, x), root)
-        lin = conv.lin if self.model == "gcn" else conv.lin_l
+        lin = _gcn(conv).lin if self.model == "gcn" else _sage(conv).lin_l
         first = aggregate_first(
             num_src=part.graph.num_src,
             num_dst=part.graph.num_dst,
@@ -191,13 +237,15 @@ class LayerProgram:
         if first:
             return self.combine(conv, self.aggregate(part, x), root)
         out = self.aggregate(part, F.linear(x, lin.weight))
-        bias = conv.bias if self.model == "gcn" else conv.lin_l.bias
+        bias = _gcn(conv).bias if self.model == "gcn" else lin.bias
         if bias is not None:
             out = out + bias
         if self.model == "sage":
-            if conv.lin_r is not None:
-                out = out + conv.lin_r(root)
-            if conv.normalize:
+            sage = _sage(conv)
+            if sage.lin_r is not None:
+                assert root is not None  # SAGE's program needs_root
+                out = out + sage.lin_r(root)
+            if sage.normalize:
                 out = F.normalize(out, p=2.0, dim=-1)
         return out
 

@@ -48,7 +48,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import torch
@@ -86,7 +86,8 @@ def engine_for(mode: Mode) -> EngineFactory:
 
 def train_worker(ctx: GangContext, inputs: WorkerInputs) -> dict[str, Any]:
     """The gang's worker function: the mode's engine inside the epoch loop."""
-    engine = engine_for(inputs.dist.mode)(ctx, inputs)
+    # DistributedConfig.__post_init__ normalised mode (and level1) to the enum.
+    engine = engine_for(cast(Mode, inputs.dist.mode))(ctx, inputs)
     model = build_model(inputs.config, inputs.num_features, inputs.num_classes)
     return run_worker(ctx, engine, model, inputs.config, inputs.dist)
 
@@ -204,7 +205,8 @@ class DistributedTrainer(Operator[Any, Any]):
     def _inputs(self, data: TrainingData) -> Iterator[WorkerInputs]:
         graph = data.graph
         dist = self.dist
-        part = level1_partition(graph, dist.workers, dist.level1, dist.partition_seed)
+        level1 = cast(Level1, dist.level1)  # normalised by DistributedConfig
+        part = level1_partition(graph, dist.workers, level1, dist.partition_seed)
         model = build_model(self.config, data.num_features, data.num_classes)
         program = program_for(model)
         x = data.features.get(FEATURES).reshape(data.num_nodes, -1)
@@ -264,7 +266,7 @@ class DistributedTrainer(Operator[Any, Any]):
                 for key, value in epoch.items():
                     totals[key] = totals.get(key, 0) + value
         report = {
-            "mode": self.dist.mode.value,
+            "mode": cast(Mode, self.dist.mode).value,
             "workers": self.dist.workers,
             **inputs.extra,
             "totals": totals,
@@ -311,7 +313,7 @@ class DistributedTrainer(Operator[Any, Any]):
         model, dist = self.config.model.name, self.dist
         return (
             f"DistributedTrainer({model}, workers={dist.workers}, "
-            f"mode={dist.mode.value}, epochs={self.config.epochs})"
+            f"mode={cast(Mode, dist.mode).value}, epochs={self.config.epochs})"
         )
 
 

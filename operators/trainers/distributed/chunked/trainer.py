@@ -34,6 +34,7 @@ import torch
 import torch.nn.functional as F
 
 from engine.gang import GangContext
+from operators.errors import OperatorError
 from operators.layers import BasicGNN
 from operators.trainers.base import SplitMetrics
 from operators.trainers.distributed.chunked.arena import DeviceArena
@@ -390,6 +391,13 @@ class ChunkedEngine:
             out.backward(dy)
         if not needs_rows_grad:
             return None
+        if leaf.grad is None:
+            raise OperatorError.build(
+                "refetched rows' gradient",
+                "ChunkedEngine._recompute",
+                f"layer {layer}'s output to depend on its input rows",
+                "no gradient reached them",
+            )
         return self.arena.adopt("contrib", leaf.grad)
 
     def _restore(
