@@ -36,10 +36,10 @@ Outputs: the accuracies and loss curve (as every training job), the plan (HongTu
 chunks, alpha, modelled peaks; Emma: its headline figures) and the counters, per
 worker and per epoch: bytes host->device, device->host and device<->device, halo
 rows exchanged, and peak per-worker memory: ``tensor_peak_bytes`` (HongTu: the
-device arena's high-water mark; exact mode: resident tensors plus what autograd
-saved for the backward pass; not measured in Emma mode) and every worker's
-peak RSS (which includes the interpreter and the mapped host store). The train
-step's counters in the run report hold the same totals.
+device arena's high-water mark; exact and Emma modes: resident tensors, Emma's
+moving buffers included, plus what autograd saved for the backward pass) and
+every worker's peak RSS (which includes the interpreter and the mapped host
+store). The train step's counters in the run report hold the same totals.
 """
 
 from __future__ import annotations
@@ -249,10 +249,10 @@ def _tensor_peak(worker: dict[str, Any]) -> int | None:
     """Peak per-worker tensor bytes: HongTu's arena, else the exact engine's meter.
 
     HongTu accounts every tensor it brings to the device in its arena (modelled
-    bounds for torch's temporaries included); the exact engine measures its
-    resident tensors plus what autograd saved for backward
+    bounds for torch's temporaries included); the exact and Emma engines measure
+    their resident tensors plus what autograd saved for backward
     (:class:`~operators.trainers.distributed.partition_parallel.SavedTensorMeter`).
-    None where neither was measured (Emma's iterations).
+    None where neither was measured.
     """
     if "arena_peak_bytes" in worker:
         return int(worker["arena_peak_bytes"])

@@ -124,6 +124,8 @@ def test_any_graph_spec_gets_a_task_and_every_mode_runs() -> None:
     assert exact["counters"][0]["setup"]["h2d_bytes"] > 0
     # resident features alone: 2 workers share 512 rows x 8 floats
     assert exact["tensor_peak_bytes"] > 512 * 8 * 4 / 2
+    assert isinstance(emma["tensor_peak_bytes"], int)  # Emma measures it too
+    assert emma["tensor_peak_bytes"] > 512 * 8 * 4 / 2
     assert emma["emma_splits"] == 2
     assert 0 < emma["emma_fwd_bytes_ratio"] < 1
 

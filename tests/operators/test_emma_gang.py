@@ -104,6 +104,17 @@ def test_job_outputs_carry_the_run_and_emmas_figures(two_workers) -> None:  # ty
     assert totals["refresh.refresh_bytes"] == out["emma_refresh_bytes"]
 
 
+def test_tensor_peak_counts_buffers_features_and_saved_tensors(two_workers) -> None:  # type: ignore[no-untyped-def]
+    """Measured as in exact mode: at least the resident features (owned and
+    local rows, 8 floats) and moving buffers (widths 8 and 8), plus what autograd
+    saved, which is more than nothing."""
+    for w in two_workers.report["per_worker"]:
+        peak = w["tensor_peak_bytes"]
+        assert isinstance(peak, int)
+        owned, local = w["owned"], w["owned"] + w["halo"]
+        assert peak > (owned * 8 + local * 8 + owned * (8 + 8)) * 4
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("model", ["sage", "gcn"])
 def test_four_workers_equal_one_process(model: str) -> None:

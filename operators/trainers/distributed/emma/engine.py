@@ -63,7 +63,10 @@ from operators.trainers.distributed.loop import (
     reduce_split_metrics,
     run_worker,
 )
-from operators.trainers.distributed.partition_parallel import PartitionParallelEngine
+from operators.trainers.distributed.partition_parallel import (
+    PartitionParallelEngine,
+    SavedTensorMeter,
+)
 from operators.trainers.distributed.programs import SliceTensors, layer_widths
 
 #: Where the Emma settings travel in ``WorkerInputs.extra``.
@@ -129,7 +132,12 @@ class EmmaEngine(PartitionParallelEngine):
             model.train()
         step = self.chunker.step(epoch)
         self._count_step(step)
-        out = self._pass(model, epoch=epoch, phase="fwd", step=step, store=True)
+        # Measured as the exact engine measures it: resident tensors (here with
+        # the moving buffers) plus what autograd saves for this backward.
+        with SavedTensorMeter(self._resident(model)) as saved:
+            out = self._pass(model, epoch=epoch, phase="fwd", step=step, store=True)
+        held = self.resident_bytes + saved.nbytes + out.numel() * out.element_size()
+        self.tensor_peak_bytes = max(self.tensor_peak_bytes, held)
         pos = self.split_pos["train"]
         loss = F.cross_entropy(out[pos], self.y[pos], reduction="sum")
         # out.sum() * 0 keeps every rank's backward (and its collectives) running
@@ -185,6 +193,13 @@ class EmmaEngine(PartitionParallelEngine):
                 "local_edges": self.chunker.local.num_edges,
             },
         }
+
+    def _resident(self, model: BasicGNN) -> list[torch.Tensor]:
+        """The exact engine's resident tensors plus the moving buffers."""
+        tensors = super()._resident(model)
+        buffers = [self.state[i] for i in range(len(self.state))]
+        self.resident_bytes += self.state.buffer_bytes
+        return [*tensors, *buffers]  # (layer 1's input rows are x_local, counted)
 
     # --------------------------------------------------------------- the layers
     def _exact_bytes(self, rows: int | None = None) -> int:
