@@ -31,22 +31,14 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-_GAMMA = np.uint64(0x9E3779B97F4A7C15)  # the golden-ratio increment of SplitMix64
-_MUL1 = np.uint64(0xBF58476D1CE4E5B9)
-_MUL2 = np.uint64(0x94D049BB133111EB)
-_S30 = np.uint64(30)
-_S27 = np.uint64(27)
-_S31 = np.uint64(31)
+from storage.generators.hashing import GOLDEN as _GAMMA
+from storage.generators.hashing import MIX1 as _MUL1
+from storage.generators.hashing import MIX2 as _MUL2
+from storage.generators.hashing import mix64
+
+__all__ = ["batch_key", "bounded", "hash3", "mix64"]
+
 _S32 = np.uint64(32)
-
-
-@numba.njit(cache=True, nogil=True)
-def mix64(z: int | np.uint64) -> np.uint64:
-    """SplitMix64's finaliser: a bijective avalanche of one 64-bit word."""
-    z = np.uint64(z)
-    z = (z ^ (z >> _S30)) * _MUL1
-    z = (z ^ (z >> _S27)) * _MUL2
-    return z ^ (z >> _S31)
 
 
 @numba.njit(cache=True, nogil=True)

@@ -23,13 +23,23 @@ _S27 = np.uint64(27)
 _S31 = np.uint64(31)
 
 
-@numba.njit(inline="always", cache=True)
-def splitmix64(counter: np.uint64) -> np.uint64:  # pragma: no cover - numba
-    """Return the SplitMix64 hash of ``counter`` (a well-mixed uint64)."""
-    z = counter + _GOLDEN
+#: SplitMix64's constants: the golden-ratio increment and the finaliser's multipliers.
+GOLDEN, MIX1, MIX2 = _GOLDEN, _MIX1, _MIX2
+
+
+@numba.njit(inline="always", cache=True, nogil=True)
+def mix64(z: np.uint64) -> np.uint64:  # pragma: no cover - numba
+    """SplitMix64's finaliser: a bijective avalanche of one uint64 word."""
+    z = np.uint64(z)
     z = (z ^ (z >> _S30)) * _MIX1
     z = (z ^ (z >> _S27)) * _MIX2
     return z ^ (z >> _S31)
+
+
+@numba.njit(inline="always", cache=True, nogil=True)
+def splitmix64(counter: np.uint64) -> np.uint64:  # pragma: no cover - numba
+    """Return the SplitMix64 hash of ``counter`` (a well-mixed uint64)."""
+    return mix64(counter + _GOLDEN)
 
 
 def seed_key(seed: int) -> np.uint64:
