@@ -63,7 +63,27 @@ def test_fused_dropout_and_in_place_scaling_give_the_same_values() -> None:
     grad = torch.randn(300, 20)
     out.backward(grad)
     mask = D.keep_mask(ids, 20, 0.4, seed=1, epoch=3, layer=0)
-    torch.testing.assert_close(x.grad, grad * mask / 0.6)
+    assert torch.equal(x.grad, grad * mask * (1 / 0.6))  # backward rehashes
+    assert torch.equal(out, x.detach() * mask * (1 / 0.6))
+
+
+def test_fused_dropout_saves_no_mask_for_backward() -> None:
+    x = torch.randn(1000, 64, requires_grad=True)
+    ids = torch.arange(1000)
+    saved: list[torch.Tensor] = []
+
+    def pack(t: torch.Tensor) -> torch.Tensor:
+        saved.append(t)
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        out = D.counter_dropout(x, ids, p=0.5, seed=0, epoch=0, layer=0)
+    assert [t.shape for t in saved] == [ids.shape]  # the ids only, no mask
+    grad = torch.randn(64, 1000).t()
+    assert not grad.is_contiguous()
+    out.backward(grad)  # a non-contiguous gradient is accepted too
+    mask = D.keep_mask(ids, 64, 0.5, seed=0, epoch=0, layer=0)
+    assert torch.equal(x.grad, grad * mask * 2.0)
 
 
 # ---------------------------------------------------------- slices and programs
