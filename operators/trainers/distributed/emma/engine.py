@@ -41,17 +41,14 @@ run's reference for ratios),
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 import torch
-import torch.nn.functional as F
 
 from engine.gang import GangContext
 from operators.kernels import spmm
 from operators.kernels.moving_aggr import moving_sum
 from operators.layers import BasicGNN
-from operators.trainers.base import SplitMetrics
 from operators.trainers.distributed.dropout import counter_dropout
 from operators.trainers.distributed.emma.chunker import ChunkStep, SourceChunker
 from operators.trainers.distributed.emma.config import EmmaConfig, check_emma
@@ -60,12 +57,10 @@ from operators.trainers.distributed.halo import halo_exchange
 from operators.trainers.distributed.inputs import WorkerInputs
 from operators.trainers.distributed.loop import (
     build_model,
-    reduce_split_metrics,
     run_worker,
 )
 from operators.trainers.distributed.partition_parallel import (
     PartitionParallelEngine,
-    SavedTensorMeter,
 )
 from operators.trainers.distributed.programs import SliceTensors, layer_widths
 
@@ -124,46 +119,28 @@ class EmmaEngine(PartitionParallelEngine):
             self.refresh(model, before=-1)
 
     # ------------------------------------------------------------------ engine
-    def train_epoch(self, model: BasicGNN, epoch: int) -> float:
-        """One Emma iteration's forward and backward; return the global loss."""
+    def train_forward(self, model: BasicGNN, epoch: int) -> torch.Tensor:
+        """One Emma iteration's forward (refreshing first when it is due).
+
+        The exact engine's ``train_epoch`` meters it, takes the loss and runs the
+        backward; the refresh runs without autograd, so it adds nothing to the
+        measured ``tensor_peak_bytes``.
+        """
         if self.emma.refreshes_before(epoch):
             model.eval()
             self.refresh(model, before=epoch)
             model.train()
         step = self.chunker.step(epoch)
         self._count_step(step)
-        # Measured as the exact engine measures it: resident tensors (here with
-        # the moving buffers) plus what autograd saves for this backward.
-        with SavedTensorMeter(self._resident(model)) as saved:
-            out = self._pass(model, epoch=epoch, phase="fwd", step=step, store=True)
-        held = self.resident_bytes + saved.nbytes + out.numel() * out.element_size()
-        self.tensor_peak_bytes = max(self.tensor_peak_bytes, held)
-        pos = self.split_pos["train"]
-        loss = F.cross_entropy(out[pos], self.y[pos], reduction="sum")
-        # out.sum() * 0 keeps every rank's backward (and its collectives) running
-        # when a rank has no training node.
-        loss = loss / self.num_train + out.sum() * 0.0
-        loss.backward()
-        total = self.ctx.all_reduce(loss.detach().clone().reshape(1))
-        return float(total.item())
+        return self._pass(model, epoch=epoch, phase="fwd", step=step, store=True)
 
-    @torch.no_grad()
-    def evaluate(
-        self, model: BasicGNN, splits: tuple[str, ...]
-    ) -> Mapping[str, SplitMetrics]:
+    def eval_forward(self, model: BasicGNN) -> torch.Tensor:
         """Exact evaluation: full exchange and aggregation; buffers untouched."""
         before = self.counters.total("halo_send_bytes", phase="eval")
         out = self._pass(model, epoch=None, phase="eval", step=None, store=False)
         sent = self.counters.total("halo_send_bytes", phase="eval") - before
         self.counters.add("eval_bytes", sent, phase="eval")
-        sums = {}
-        for split in splits:
-            pos = self.split_pos[split]
-            logits, y = out[pos], self.y[pos]
-            loss = F.cross_entropy(logits.double(), y, reduction="sum")
-            correct = (logits.argmax(dim=1) == y).sum()
-            sums[split] = (float(loss), float(correct), self.inputs.split_nodes[split])
-        return reduce_split_metrics(self.ctx, sums)
+        return out
 
     @torch.no_grad()
     def refresh(self, model: BasicGNN, *, before: int) -> None:
