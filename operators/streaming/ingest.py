@@ -57,6 +57,7 @@ import zmq
 
 from engine.operator import IDLE, Operator, StepContext
 from operators.streaming.items import TICK, UPDATES
+from operators.streaming.offsets import LogPosition
 from operators.streaming.setup import Setup, init_item
 from operators.streaming.windows import wall_ms
 from storage import (
@@ -332,7 +333,7 @@ class IngestServer:
         self.socket.close(linger=0)
 
 
-class ZmqIngest(Operator[None, dict[str, Any]]):
+class ZmqIngest(LogPosition, Operator[None, dict[str, Any]]):
     """A source step serving an :class:`IngestServer`; emits what it logs.
 
     Before serving it emits the ``init`` item of ``setup`` (if given, once) and
@@ -382,9 +383,7 @@ class ZmqIngest(Operator[None, dict[str, Any]]):
         self.idle_timeout_s = idle_timeout_s
         self.tick_ms = tick_ms
         self.segment_bytes = segment_bytes
-        self.offset = 0
-        self.init_sent = False
-        self._checkpointed: list[int] = []
+        LogPosition.__init__(self, offset=0)
         self._log: UpdateLog | None = None
         self._ctx: StepContext | None = None
 
@@ -465,21 +464,11 @@ class ZmqIngest(Operator[None, dict[str, Any]]):
                 self._ctx.metrics.counter(name).inc(value)
 
     # ------------------------------------------------------------------ state
-    def snapshot(self) -> dict[str, Any]:
-        """The next offset to emit, and whether ``init`` was sent."""
-        self._checkpointed.append(self.offset)
-        del self._checkpointed[:-4]
-        return {"offset": self.offset, "init_sent": self.init_sent}
-
-    def restore(self, state: dict[str, Any]) -> None:
-        """Continue from a snapshot (the log's later rows are replayed first)."""
-        self.offset = int(state["offset"])
-        self.init_sent = bool(state["init_sent"])
-
     def on_checkpoint_complete(self, checkpoint: int) -> None:
         """Drop log segments a resume from this checkpoint cannot need."""
-        if self._log is not None and self._checkpointed:
-            self._log.truncate_before(self._checkpointed[-1])
+        offset = self.durable_offset()
+        if self._log is not None and offset is not None:
+            self._log.truncate_before(offset)
 
     def __repr__(self) -> str:
         return f"ZmqIngest({self.endpoint!r}, log={self.log_path!r})"

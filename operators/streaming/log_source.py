@@ -41,12 +41,13 @@ from typing import Any
 
 from engine.operator import IDLE, Operator, StepContext
 from operators.streaming.items import TICK, UPDATES
+from operators.streaming.offsets import LogPosition
 from operators.streaming.setup import Setup, init_item
 from operators.streaming.windows import wall_ms
 from storage import LogError, UpdateLog
 
 
-class LogSource(Operator[None, dict[str, Any]]):
+class LogSource(LogPosition, Operator[None, dict[str, Any]]):
     """Emits the update log's records from an offset (see the module docstring).
 
     Args:
@@ -84,9 +85,7 @@ class LogSource(Operator[None, dict[str, Any]]):
         self.tick_ms = tick_ms
         self.poll_s = poll_s
         self.truncate = truncate
-        self.offset = -1
-        self.init_sent = False
-        self._checkpointed: list[int] = []
+        LogPosition.__init__(self, offset=-1)
         self._ctx: StepContext | None = None
 
     def open(self, ctx: StepContext) -> None:
@@ -152,22 +151,11 @@ class LogSource(Operator[None, dict[str, Any]]):
             time.sleep(self.poll_s)
 
     # ------------------------------------------------------------------ state
-    def snapshot(self) -> dict[str, Any]:
-        """The next offset to read, and whether ``init`` was sent."""
-        self._checkpointed.append(self.offset)
-        del self._checkpointed[:-4]
-        return {"offset": self.offset, "init_sent": self.init_sent}
-
-    def restore(self, state: dict[str, Any]) -> None:
-        """Seek to a snapshot's offset."""
-        self.offset = int(state["offset"])
-        self.init_sent = bool(state["init_sent"])
-
     def on_checkpoint_complete(self, checkpoint: int) -> None:
         """Free log segments that a resume from this checkpoint no longer needs."""
-        if not self.truncate or not self._checkpointed or self._checkpointed[-1] < 0:
+        offset = self.durable_offset()
+        if not self.truncate or offset is None:
             return
-        offset = self._checkpointed[-1]
         # LogError: another writer (the ingest step) holds the lock; it keeps all.
         with contextlib.suppress(LogError), UpdateLog(self.path) as writer:
             writer.truncate_before(offset)
