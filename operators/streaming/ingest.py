@@ -58,7 +58,7 @@ import zmq
 from engine.operator import IDLE, Operator, StepContext
 from operators.streaming.items import TICK, UPDATES
 from operators.streaming.offsets import LogPosition
-from operators.streaming.setup import Setup, init_item
+from operators.streaming.setup import Setup
 from operators.streaming.windows import wall_ms
 from storage import (
     LogConfig,
@@ -391,16 +391,9 @@ class ZmqIngest(LogPosition, Operator[None, dict[str, Any]]):
         """Remember the context."""
         self._ctx = ctx
 
-    def process(self, item: None) -> Iterator[Any]:
-        """A source receives no items."""
-        raise NotImplementedError("a source step has no inputs")
-
     def finish(self) -> Iterator[Any]:
         """Emit ``init``, replay the log's unprocessed rows, then serve."""
-        if self.setup is not None and not self.init_sent:
-            item = init_item(self.setup.load())
-            self.init_sent = True
-            yield item
+        yield from self.init_once(self.setup)
         if not self.log_path:  # no directory given: a fresh temporary log
             self.log_path = str(Path(tempfile.mkdtemp(prefix="strata-ingest-")) / "log")
         config = LogConfig(segment_bytes=self.segment_bytes, limits=None)  # validated

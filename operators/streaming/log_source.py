@@ -42,7 +42,7 @@ from typing import Any
 from engine.operator import IDLE, Operator, StepContext
 from operators.streaming.items import TICK, UPDATES
 from operators.streaming.offsets import LogPosition
-from operators.streaming.setup import Setup, init_item
+from operators.streaming.setup import Setup
 from operators.streaming.windows import wall_ms
 from storage import LogError, UpdateLog
 
@@ -95,16 +95,9 @@ class LogSource(LogPosition, Operator[None, dict[str, Any]]):
     def _done(self) -> bool:
         return self.until_offset is not None and self.offset >= self.until_offset
 
-    def process(self, item: None) -> Iterator[Any]:
-        """A source receives no items."""
-        raise NotImplementedError("a source step has no inputs")
-
     def finish(self) -> Iterator[Any]:
         """Yield ``init`` (once), then ``updates`` items; see the module docstring."""
-        if self.setup is not None and not self.init_sent:
-            item = init_item(self.setup.load())
-            self.init_sent = True
-            yield item
+        yield from self.init_once(self.setup)
         log = UpdateLog(self.path, readonly=True)
         try:
             if self.offset < 0:

@@ -17,7 +17,10 @@ Examples:
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
+
+from operators.streaming.setup import Setup, init_item
 
 #: Snapshots whose offsets are remembered (checkpoints in flight at once).
 KEEP = 4
@@ -47,3 +50,10 @@ class LogPosition:
         if not self._checkpointed or self._checkpointed[-1] < 0:
             return None
         return self._checkpointed[-1]
+
+    def init_once(self, setup: Setup | None) -> Iterator[dict[str, Any]]:
+        """The ``init`` item of ``setup``, unless one was sent (or there is none)."""
+        if setup is not None and not self.init_sent:
+            item = init_item(setup.load())
+            self.init_sent = True
+            yield item
