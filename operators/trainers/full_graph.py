@@ -60,11 +60,15 @@ class FullGraphTrainer(Trainer):
         model.train()
         optimizer.zero_grad(set_to_none=True)
         ids = self._ids["train"]
-        out = model(self._graph, self._x)
+        out = self.train_forward(model, epoch)
         loss = F.cross_entropy(out[ids], self._y[ids])
         loss.backward()
         optimizer.step()
         return EpochStats(loss=loss.item(), seeds=int(ids.numel()))
+
+    def train_forward(self, model: BasicGNN, epoch: int) -> torch.Tensor:
+        """Logits of every node in training mode (a hook for other dropout masks)."""
+        return model(self._graph, self._x)
 
     @torch.no_grad()
     def evaluate(

@@ -20,10 +20,8 @@ Examples:
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
 
 from operators.layers import BasicGNN
-from operators.trainers.base import EpochStats
 from operators.trainers.distributed.dropout import counter_dropout
 from operators.trainers.full_graph import FullGraphTrainer
 
@@ -57,17 +55,8 @@ def forward_counter_dropout(
 class CounterDropoutTrainer(FullGraphTrainer):
     """:class:`FullGraphTrainer` with counter-based dropout masks (see the module)."""
 
-    def train_epoch(
-        self, model: BasicGNN, optimizer: torch.optim.Optimizer, epoch: int
-    ) -> EpochStats:
-        """One Adam step on the training nodes' cross-entropy."""
-        model.train()
-        optimizer.zero_grad(set_to_none=True)
-        ids = self._ids["train"]
-        out = forward_counter_dropout(
+    def train_forward(self, model: BasicGNN, epoch: int) -> torch.Tensor:
+        """Logits with the distributed trainers' counter-based dropout masks."""
+        return forward_counter_dropout(
             model, self._graph, self._x, seed=self.config.seed, epoch=epoch
         )
-        loss = F.cross_entropy(out[ids], self._y[ids])
-        loss.backward()
-        optimizer.step()
-        return EpochStats(loss=loss.item(), seeds=int(ids.numel()))
