@@ -177,20 +177,27 @@ class PartitionParallelEngine:
         h = self.x
         for i, conv in enumerate(model.convs):
             local = self.x_local if i == 0 else self.exchange(i, h, phase)
-            if epoch is not None and model.dropout > 0:
-                local = counter_dropout(
-                    local,
-                    self.local_ids,
-                    p=model.dropout,
-                    seed=self.config.seed,
-                    epoch=epoch,
-                    layer=i,
-                )
+            local = self.dropout(model, local, epoch=epoch, layer=i)
             root = local[: self.num_owned] if self.program.needs_root else None
             h = self.layer(i, conv, local, root)
             if i < model.num_layers - 1:
                 h = model.act(h)
         return h
+
+    def dropout(
+        self, model: BasicGNN, local: torch.Tensor, *, epoch: int | None, layer: int
+    ) -> torch.Tensor:
+        """Layer ``layer``'s input rows after counter-based dropout (none in eval)."""
+        if epoch is None or model.dropout <= 0:
+            return local
+        return counter_dropout(
+            local,
+            self.local_ids,
+            p=model.dropout,
+            seed=self.config.seed,
+            epoch=epoch,
+            layer=layer,
+        )
 
     def exchange(self, layer: int, h: torch.Tensor, phase: str) -> torch.Tensor:
         """Layer ``layer``'s input rows: owned rows ``h``, then the halo's."""

@@ -49,7 +49,6 @@ from engine.gang import GangContext
 from operators.kernels import spmm
 from operators.kernels.moving_aggr import moving_sum
 from operators.layers import BasicGNN
-from operators.trainers.distributed.dropout import counter_dropout
 from operators.trainers.distributed.emma.chunker import ChunkStep, SourceChunker
 from operators.trainers.distributed.emma.config import EmmaConfig, check_emma
 from operators.trainers.distributed.emma.state import MovingState
@@ -221,15 +220,7 @@ class EmmaEngine(PartitionParallelEngine):
                     h, plan, counters=self.counters, phase=phase, layer=i + 1
                 )
                 local = torch.cat([h, halo])
-            if epoch is not None and model.dropout > 0:
-                local = counter_dropout(
-                    local,
-                    self.local_ids,
-                    p=model.dropout,
-                    seed=self.config.seed,
-                    epoch=epoch,
-                    layer=i,
-                )
+            local = self.dropout(model, local, epoch=epoch, layer=i)
             total = spmm(part.graph, local, part.values)
             if step is not None:
                 total = moving_sum(
