@@ -3,7 +3,10 @@
 A :class:`Trainer` is an :class:`~engine.Operator` with two output ports:
 
 * ``epochs``: one :class:`~operators.trainers.records.EpochRecord` dict per epoch,
-  emitted as the epoch ends. The engine counts them as the step's items out, so
+  emitted as the epoch ends (a resumed run first emits the records of the epochs
+  its checkpoint holds, so the port always carries the whole run's epochs, the
+  same list an uninterrupted run emits). The engine counts them as the step's
+  items out, so
   its progress line for the step shows the epochs done (and ``--quiet`` silences
   it, like every bar), and the step's report counters add ``epochs``, ``seeds``,
   ``batches``, ``train_s``, ``eval_s`` and, for sampled training, ``sample_s``,
@@ -16,10 +19,17 @@ the same loop and returns the result.
 
 One run: validate the data; seed torch (inside ``torch.random.fork_rng``, so the
 caller's random state is left as it was); build the model and Adam; resume from a
-checkpoint when asked; then per epoch train (subclass), evaluate on the training and
-validation nodes (subclass), update early stopping, keep the best weights,
-checkpoint every ``checkpoint_every`` epochs and at the end, and emit the record.
-Finally the best (or last) weights are evaluated on every split.
+checkpoint when asked (and emit the records of the epochs it holds); then per epoch
+train (subclass), evaluate on the training and validation nodes (subclass), update
+early stopping, keep the best weights, checkpoint every ``checkpoint_every`` epochs
+and at the end, and emit the record. Finally the best (or last) weights are
+evaluated on every split.
+
+A checkpoint holds the whole run so far: the epoch records (losses, accuracies,
+times, seeds, batches; the step's counters are their sums), the early-stopping
+state and the best weights, besides what the trajectory needs. So the report of a
+run killed at epoch ``k`` and resumed lists the same epochs, with the same values,
+as an uninterrupted run's (times aside), and its counters cover every epoch.
 
 Reproducibility: on CPU the same configuration and data give bit-identical losses;
 a run resumed from a checkpoint continues the uninterrupted run's trajectory
@@ -206,6 +216,9 @@ class Trainer(Operator[Any, Any]):
         self, run: _RunState, path: Any, device: torch.device
     ) -> Iterator[EpochRecord]:
         config = self.config
+        for record in run.history:  # a resumed run's earlier epochs, as recorded
+            self._count(record)
+            yield record
         for epoch in range(run.start, config.epochs):
             if run.stopper.should_stop:
                 break  # a resumed run that had already stopped
@@ -337,10 +350,10 @@ class _RunState:
     def result(
         self, final: Mapping[str, SplitMetrics], config: TrainConfig
     ) -> TrainResult:
-        done = self.history[self.start :]  # this run's epochs (history is by epoch)
-        train_s = sum(r.seconds for r in done)
-        busy = sum(r.seconds - r.eval_s for r in done)
-        seeds = sum(r.seeds for r in done)
+        history = self.history  # every epoch, a resumed run's earlier ones too
+        train_s = sum(r.seconds for r in history)
+        busy = sum(r.seconds - r.eval_s for r in history)
+        seeds = sum(r.seeds for r in history)
         return TrainResult(
             epochs_run=len(self.history),
             best_epoch=self.stopper.best_epoch,

@@ -93,8 +93,9 @@ class TrainResult:
         val_loss: final validation loss.
         test_loss: final test loss.
         final_loss: training loss of the last epoch.
-        train_s: wall-clock seconds of this run's epochs (not of earlier runs).
-        seeds_per_s: training nodes per second over this run's epochs.
+        train_s: wall-clock seconds of every epoch (a resumed run's include the
+            epochs before the resume, as their records measured them).
+        seeds_per_s: training nodes per second over every epoch's training.
     """
 
     epochs_run: int
@@ -124,14 +125,15 @@ def training_outputs(
 
     Args:
         results: the trainer's ``result`` port (one dict).
-        epochs: the trainer's ``epochs`` port (one dict per epoch of this run).
+        epochs: the trainer's ``epochs`` port (one dict per epoch of the whole
+            run: a resumed trainer emits the epochs before the resume too).
         extra: JSON scalars to add first (dataset, model, settings).
 
     Returns:
         ``extra``, then the :class:`TrainResult` fields, ``epoch_s`` (mean seconds
-        per epoch of this run), the total ``sample_s``, ``gather_s`` and
-        ``stall_s`` when the trainer measured them, and ``loss_curve`` (training
-        loss per epoch of this run, 4 significant digits).
+        per epoch), the total ``sample_s``, ``gather_s`` and ``stall_s`` when the
+        trainer measured them, and ``loss_curve`` (training loss per epoch, 4
+        significant digits), all over every epoch of the run.
 
     Examples:
         >>> result = {"epochs_run": 2, "test_accuracy": 0.5}

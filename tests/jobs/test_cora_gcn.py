@@ -3,16 +3,25 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
 import statistics
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
+import torch
 
-from engine import execute
+from engine import RunResult, execute
 from jobs import cora_gcn
 from operators.cli.main import main
 from operators.errors import OperatorError
-from operators.trainers import TIMING_KEYS, DecayScope
+from operators.layers import BasicGNN
+from operators.trainers import TIMING_KEYS, DecayScope, FullGraphTrainer
+from operators.trainers.base import EpochStats
+from operators.trainers.checkpoint import checkpoint_path, load_checkpoint
 
 # One torch thread on CPU: fast on a shared machine, and the same arithmetic in
 # every process, so outputs can be compared exactly.
@@ -54,6 +63,91 @@ def test_a_short_run_reaches_a_sane_accuracy() -> None:
     assert outputs["val_accuracy"] > 0.72
     assert outputs["epochs_run"] == 20
     assert outputs["loss_curve"][-1] < outputs["loss_curve"][0]
+
+
+def same_run(resumed: RunResult, straight: RunResult) -> None:
+    """``resumed`` reports what the uninterrupted ``straight`` did, times aside."""
+    outputs, expected = untimed(resumed.outputs), untimed(straight.outputs)
+    assert outputs.pop("resumed_from") > 0
+    assert expected.pop("resumed_from") == 0
+    assert outputs == expected  # loss_curve, best epoch, accuracies, ...
+    train = resumed.report.steps["train"]
+    reference = straight.report.steps["train"]
+    assert train.items_out == reference.items_out == expected["epochs_run"] + 1
+    for name in ("epochs", "seeds", "batches"):
+        assert train.counters[name] == reference.counters[name]
+
+
+def test_an_interrupted_run_resumes_with_the_whole_history(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Early stopping (a short schedule: 5x the learning rate, patience 3),
+    # checkpoints every 4 epochs, and a failure at the start of epoch 15: the
+    # resumed run starts at epoch 12.
+    settings = {**FAST, "lr": 0.05, "patience": 3, "checkpoint_every": 4}
+    straight = execute(cora_gcn.build(**settings))
+    assert straight.outputs["stopped_early"]
+    assert straight.outputs["epochs_run"] > 15
+    train_epoch = FullGraphTrainer.train_epoch
+
+    def crash(
+        self: FullGraphTrainer,
+        model: BasicGNN,
+        optimizer: torch.optim.Optimizer,
+        epoch: int,
+    ) -> EpochStats:
+        if epoch == 15:
+            raise RuntimeError("interrupted at epoch 15")
+        return train_epoch(self, model, optimizer, epoch)
+
+    ckpt = str(tmp_path)
+    with monkeypatch.context() as patch:
+        patch.setattr(FullGraphTrainer, "train_epoch", crash)
+        failed = execute(cora_gcn.build(**settings, checkpoint_dir=ckpt), check=False)
+    assert "interrupted at epoch 15" in str(failed.error)
+    resumed = execute(cora_gcn.build(**settings, checkpoint_dir=ckpt, resume=True))
+    assert resumed.outputs["resumed_from"] == 12
+    same_run(resumed, straight)
+
+
+@pytest.mark.multiprocess
+def test_a_killed_cli_run_resumes_with_the_whole_history(tmp_path: Path) -> None:
+    """SIGKILL ``strata run`` once its first checkpoint is written; resume it."""
+    ckpt = tmp_path / "ckpt"
+    settings = {**FAST, "patience": 0, "epochs": 40, "checkpoint_every": 5}
+    argv = [
+        "-c",
+        "import sys; from operators.cli.main import main; sys.exit(main(sys.argv[1:]))",
+        "run",
+        "jobs/cora_gcn.py",
+        "--quiet",
+        *[f"--set={k}={v}" for k, v in settings.items()],
+        f"--set=checkpoint_dir={ckpt}",
+    ]
+    path = checkpoint_path(ckpt, "train")
+    process = subprocess.Popen(
+        [sys.executable, *argv], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+    )
+    deadline = time.monotonic() + 120
+    while not path.exists() and process.poll() is None:
+        assert time.monotonic() < deadline
+        time.sleep(0.002)
+    os.kill(process.pid, signal.SIGKILL)
+    process.communicate()
+    done = int(load_checkpoint(path)["epoch"])
+    assert 0 < done < 40, "killed mid-run"
+    report = tmp_path / "resumed.json"
+    resume = [*argv[2:], "--set=resume=true", "--report", str(report)]
+    assert main(resume) == 0
+    resumed = json.loads(report.read_text())
+    straight = execute(cora_gcn.build(**settings))
+    assert resumed["outputs"]["resumed_from"] == done
+    assert resumed["outputs"]["epochs_run"] == 40
+    expected = untimed(straight.outputs)
+    expected["resumed_from"] = done
+    assert untimed(resumed["outputs"]) == expected
+    assert resumed["steps"]["train"]["counters"]["epochs"] == 40
+    assert resumed["steps"]["train"]["items_out"] == 41  # epochs and the result
 
 
 def test_model_presets_and_overrides() -> None:

@@ -75,10 +75,45 @@ def test_resume_continues_the_uninterrupted_trajectory(data, tmp_path) -> None:
     resumed_records, resumed = run(
         config(epochs=20, checkpoint_dir=ckpt, resume=True), data
     )
-    assert resumed_records == straight_records[10:]  # bit-identical losses
+    # The whole run's epochs: those in the checkpoint, then this run's, with
+    # bit-identical losses.
+    assert resumed_records == straight_records
     assert resumed.pop("resumed_from") == 10
     straight.pop("resumed_from")
     assert resumed == straight
+
+
+class CrashAt(FullGraphTrainer):
+    """Fails at the start of epoch ``at``: a run interrupted mid-way."""
+
+    def __init__(self, config: TrainConfig, at: int) -> None:
+        super().__init__(config)
+        self.at = at
+
+    def train_epoch(self, model, optimizer, epoch):
+        if epoch == self.at:
+            raise RuntimeError(f"interrupted at epoch {epoch}")
+        return super().train_epoch(model, optimizer, epoch)
+
+
+@pytest.mark.parametrize("monitor", ["val_loss", "val_accuracy"])
+def test_a_run_interrupted_mid_way_resumes_with_the_whole_history(
+    data, tmp_path, monitor
+) -> None:
+    # Early stopping on: the resumed run must stop where the uninterrupted one did.
+    settings = {"epochs": 60, "patience": 5, "lr": 0.05, "monitor": monitor}
+    straight_records, straight = run(config(**settings), data)
+    ckpt = config(**settings, checkpoint_dir=str(tmp_path), checkpoint_every=4)
+    seen = []
+    with pytest.raises(RuntimeError, match="interrupted at epoch 10"):
+        CrashAt(ckpt, at=10).fit(data, lambda r: seen.append(untimed(r.to_dict())))
+    assert seen == straight_records[:10]  # epochs 8 and 9 are not in the checkpoint
+    records, resumed = run(dataclasses.replace(ckpt, resume=True), data)
+    assert records == straight_records
+    assert resumed.pop("resumed_from") == 8
+    straight.pop("resumed_from")
+    assert resumed == straight  # best epoch, stopped early, final accuracies
+    assert straight["epochs_run"] == len(straight_records)
 
 
 def test_resume_refuses_a_checkpoint_of_other_settings(data, tmp_path) -> None:
