@@ -382,3 +382,37 @@ def test_a_failure_of_the_server_itself_is_answered_counted_and_logged(
         assert client.request({"type": "ping"})["ok"] is True  # still serving
     assert served.server.counters()["rejected_internal"] == 1
     assert "a request failed" in caplog.text
+
+
+@pytest.mark.xfail(
+    strict=True,
+    raises=AssertionError,
+    reason="the job's endpoint checks no feature width (ZmqIngest gets limits=None): "
+    "a well-formed batch of the wrong width is logged, then fails gnn_layer1, "
+    "and again on every resume (it is in the log)",
+)
+def test_a_batch_of_the_wrong_feature_width_is_refused_not_logged(tmp_path) -> None:
+    endpoint = free_endpoint()
+    job = stream_ingest.build(
+        endpoint=endpoint,
+        log_dir=str(tmp_path / "log"),
+        max_updates=1,
+        idle_timeout_s=10,
+        **SMALL,
+    )
+    wrong = make_updates([3], node=[0], feature=np.ones((1, 3)), event_time=0)
+    right = make_updates([3], node=[0], feature=np.ones((1, 8)), event_time=0)
+    reports = []
+
+    def produce() -> None:
+        with IngestClient(endpoint, "width") as client:
+            client.request({"type": "ping"}, timeout_s=120)
+            reports.append(client.send_all([wrong, right], deadline_s=10))
+
+    producer = threading.Thread(target=produce, daemon=True)
+    producer.start()
+    result = execute(job, "local", check=False)
+    producer.join(timeout=60)
+    assert result.ok, result.error
+    assert list(reports[0].rejected) == [1]
+    assert result.outputs["applied_updates"] == 1
