@@ -5,6 +5,12 @@ only its own thread or process writes; the executor folds the shards of a step i
 one report row with :func:`merge`. Operators add their own named counters through
 ``StepContext.metrics``.
 
+A checkpoint keeps each task's :class:`Totals` (its work counters as the barrier
+passed), and a resumed task starts from them, so after a resume a task's counters
+cover the whole run: the work up to the checkpoint, then this run's (items replayed
+after the checkpoint count once, as this run processes them). Wall time and channel
+peaks are not carried over: they describe this run's processes.
+
 Examples:
     >>> m = StepMetrics()
     >>> m.counter("edges").inc(3)
@@ -12,15 +18,46 @@ Examples:
     >>> merged = merge([m, m])
     >>> merged.items_out, merged.counters["edges"]
     (4, 6.0)
+    >>> resumed = StepMetrics()
+    >>> resumed.restore(m.totals())  # what a checkpoint saved
+    >>> resumed.items_out += 1
+    >>> resumed.items_out, resumed.counters["edges"]
+    (3, 3.0)
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+#: The work counters: summed over shards, and carried across a resume.
 _FIELDS = ("items_in", "items_out", "bytes_in", "bytes_out", "busy_s", "blocked_s")
+
+
+@dataclass(frozen=True, slots=True)
+class Totals:
+    """A task's work counters at one moment (see :class:`StepMetrics`).
+
+    What a checkpoint stores for each task, and what a resumed task starts from.
+    """
+
+    items_in: int = 0
+    items_out: int = 0
+    bytes_in: int = 0
+    bytes_out: int = 0
+    busy_s: float = 0.0
+    blocked_s: float = 0.0
+    counters: Mapping[str, float] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return the totals as JSON-able data."""
+        return {**asdict(self), "counters": dict(self.counters)}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Totals:
+        """Inverse of :meth:`to_dict`."""
+        return cls(**data)
 
 
 @dataclass(slots=True)
@@ -66,6 +103,18 @@ class StepMetrics:
     def counter(self, name: str) -> Counter:
         """Return the counter ``name`` of this task (created at zero)."""
         return Counter(name, self.counters)
+
+    def totals(self) -> Totals:
+        """The work counters now (for a checkpoint)."""
+        values = {name: getattr(self, name) for name in _FIELDS}
+        return Totals(**values, counters=dict(self.counters))
+
+    def restore(self, totals: Totals) -> None:
+        """Add the counters a checkpoint saved (a resumed task, before it runs)."""
+        for name in _FIELDS:
+            setattr(self, name, getattr(self, name) + getattr(totals, name))
+        for name, value in totals.counters.items():
+            self.counters[name] = self.counters.get(name, 0.0) + value
 
     def to_dict(self) -> dict[str, Any]:
         """Return the metrics as JSON-able data."""

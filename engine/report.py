@@ -25,7 +25,14 @@ from engine.metrics import StepMetrics
 
 @dataclass(frozen=True, slots=True)
 class StepReport:
-    """One step's counters, summed over its shards (wall time: the slowest shard)."""
+    """One step's counters, summed over its shards (wall time: the slowest shard).
+
+    After a resume (``RunReport.checkpoint.resumes > 0``) the items, bytes, busy
+    and blocked seconds and the operator's counters cover the whole run: what the
+    checkpoint resumed from had counted, plus this run's work (items replayed after
+    that checkpoint count once, as this run processed them). ``wall_s`` and the
+    channel peaks cover this run only.
+    """
 
     kind: str
     shards: int
@@ -86,6 +93,9 @@ class CheckpointReport:
         completed: Checkpoints this run completed.
         last: The id of the newest complete checkpoint this run wrote, if any.
         resumed_from: The checkpoint this run resumed from, if any.
+        resumes: How many times the run resumed, counting this run and the runs
+            before it that resumed (0: a fresh run). When above 0, the step
+            counters cover the whole run (see :class:`StepReport`).
         bytes: State bytes written in the completed checkpoints.
         seconds: Time tasks spent taking and writing snapshots, summed over tasks.
         mean_latency_s: Mean time from a checkpoint's start to its completion.
@@ -95,6 +105,7 @@ class CheckpointReport:
     completed: int = 0
     last: int | None = None
     resumed_from: int | None = None
+    resumes: int = 0
     bytes: int = 0
     seconds: float = 0.0
     mean_latency_s: float = 0.0
@@ -113,8 +124,9 @@ class RunReport:
         steps: Per step id, its :class:`StepReport`.
         channels: Per consuming step id, its :class:`ChannelReport`.
         outputs: The job's own results: the recorded steps' mappings, merged.
-        wall_s: Seconds the whole run took.
-        checkpoint: Checkpoint counts and sizes, when the run checkpointed.
+        wall_s: Seconds this run took (a resumed run: since it resumed).
+        checkpoint: Checkpoint counts and sizes, and where and how often the run
+            resumed, when the run checkpointed.
     """
 
     job: str

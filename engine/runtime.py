@@ -86,6 +86,8 @@ def run_task(
     """
     start = time.perf_counter()
     emitter = _Emitter(task, outlets, metrics, collector)
+    if checkpoints is not None:
+        checkpoints.restore_totals(metrics)  # resumed: count the whole run
     try:
         if checkpoints is not None and checkpoints.finished_before:
             inbox.drain()  # it ended before the checkpoint: its output is downstream
@@ -121,7 +123,13 @@ def _run_batch(
             # The function runs once, at the end; what it has gathered is its state.
             started = time.perf_counter()
             _checkpoint(
-                task, emitter, checkpoints, message.checkpoint, streams, started
+                task,
+                emitter,
+                metrics,
+                checkpoints,
+                message.checkpoint,
+                streams,
+                started,
             )
     args = []
     for link, shards in zip(task.inputs, streams, strict=True):
@@ -170,10 +178,12 @@ def _run_streaming(
             notify(told)  # before the next snapshot, even if its notice is late
         started = time.perf_counter()
         if stateful is None:
-            _checkpoint(task, emitter, checkpoints, n, None, started, stateful=False)
+            _checkpoint(
+                task, emitter, metrics, checkpoints, n, None, started, stateful=False
+            )
             return
         state = _call(task, "snapshot", stateful.snapshot, metrics)
-        _checkpoint(task, emitter, checkpoints, n, state, started)
+        _checkpoint(task, emitter, metrics, checkpoints, n, state, started)
 
     def notify(n: int) -> None:
         listener = getattr(op, "on_checkpoint_complete", None)
@@ -215,6 +225,7 @@ def _run_streaming(
 def _checkpoint(
     task: Task,
     emitter: _Emitter,
+    metrics: StepMetrics,
     checkpoints: TaskCheckpoints | None,
     n: int,
     state: Any,
@@ -243,10 +254,11 @@ def _checkpoint(
                 else "checkpoints never pickle: return numpy arrays, tensors, "
                 "Arrow data or JSON values from snapshot() (dicts need string keys).",
             ) from exc
+    totals = metrics.totals()  # the work before the barrier
     # Forward first: downstream tasks align while this one writes.
     emitter.barrier(n)
     try:
-        checkpoints.persist(n, frames, started)
+        checkpoints.persist(n, frames, started, totals)
     except OSError as exc:
         raise StepError.wrap(
             exc,

@@ -7,9 +7,10 @@ and which sources must inject barrier ``n`` (every source still running), collec
 each task's :class:`~engine.checkpoint.store.TaskEntry`, and completes ``n`` when
 every task has either persisted ``n`` or finished without meeting its barrier (its
 consumers waited for its end-of-stream before snapshotting, so they hold all it
-sent). Completing (:meth:`~CheckpointCoordinator.ready`, ``commit``, ``completed``;
-the middle step does all the I/O and needs no lock) fsyncs every state file, writes
-the manifest and prunes old checkpoints; the executor then tells the listeners.
+sent; its entry keeps the final counters it reported on ending). Completing
+(:meth:`~CheckpointCoordinator.ready`, ``commit``, ``completed``; the middle step
+does all the I/O and needs no lock) fsyncs every state file, writes the manifest
+and prunes old checkpoints; the executor then tells the listeners.
 
 The items the driver collects are part of each checkpoint: when a task reports
 ``n``, everything it collected before barrier ``n`` has reached the driver (on the
@@ -23,6 +24,7 @@ instead of piling them up.
 Examples:
     >>> import tempfile
     >>> from engine.checkpoint.store import STATELESS, CheckpointStore, TaskEntry
+    >>> from engine.metrics import Totals
     >>> store = CheckpointStore(tempfile.mkdtemp())
     >>> from engine.pipeline import Pipeline
     >>> from engine.tasks import expand
@@ -37,7 +39,7 @@ Examples:
     >>> c.report(0, 1, TaskEntry("numbers", 0, 1, STATELESS))
     >>> c.complete().completed  # the sink has not reported yet
     []
-    >>> c.finished(1)
+    >>> c.finished(1, Totals(items_in=2))  # its final counters
     >>> c.complete().completed, store.complete_ids()
     ([1], [1])
 """
@@ -45,7 +47,7 @@ Examples:
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -57,6 +59,7 @@ from engine.checkpoint.store import (
     TaskEntry,
 )
 from engine.errors import CheckpointError, WireError, format_error
+from engine.metrics import Totals
 from engine.pipeline import StepKind
 from engine.report import CheckpointReport
 from engine.tasks import Task
@@ -110,7 +113,9 @@ class CheckpointCoordinator:
         keep: Complete checkpoints to keep.
         first_id: The id of this run's first checkpoint.
         resumed_from: The checkpoint this run resumed from, if any.
-        finished: Tasks that will not run (they had finished by ``resumed_from``).
+        resumes: Times the run has resumed, this run included (0: a fresh run).
+        finished: Tasks that will not run (they had finished by ``resumed_from``),
+            with the final counters that checkpoint kept for them.
         clock: Monotonic seconds (tests pass a fake).
     """
 
@@ -126,7 +131,8 @@ class CheckpointCoordinator:
         keep: int,
         first_id: int = 1,
         resumed_from: int | None = None,
-        finished: Sequence[int] = (),
+        resumes: int = 0,
+        finished: Mapping[int, Totals | None] | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.pipeline = pipeline
@@ -137,9 +143,10 @@ class CheckpointCoordinator:
         self.interval_s = interval_s
         self.keep = keep
         self.resumed_from = resumed_from
+        self.resumes = resumes
         self._clock = clock
         self._next_id = first_id
-        self._finished = set(finished)
+        self._finished: dict[int, Totals | None] = dict(finished or {})
         self._sources = [
             i for i, t in enumerate(self.tasks) if t.step.kind is StepKind.SOURCE
         ]
@@ -178,9 +185,9 @@ class CheckpointCoordinator:
             flight.entries[task] = entry
             flight.counts.update(self._counts(task))
 
-    def finished(self, task: int) -> None:
-        """Task ``task`` ended (closed every outlet)."""
-        self._finished.add(task)
+    def finished(self, task: int, totals: Totals) -> None:
+        """Task ``task`` ended (closed every outlet) with these counters."""
+        self._finished[task] = totals
         if not self.live_sources:
             self._wanted = False
 
@@ -204,7 +211,13 @@ class CheckpointCoordinator:
         for i, task in enumerate(self.tasks):
             entry = flight.entries.get(i)
             if entry is None:  # it ended: all it collected has arrived
-                entry = TaskEntry(task.step.id, task.shard, task.shards, FINISHED)
+                entry = TaskEntry(
+                    task.step.id,
+                    task.shard,
+                    task.shards,
+                    FINISHED,
+                    totals=self._finished[i],
+                )
                 counts.update(self._counts(i))
             entries.append(entry)
         rows = [
@@ -236,6 +249,7 @@ class CheckpointCoordinator:
             ready.entries,
             driver=driver,
             duration_s=duration,
+            resumes=self.resumes,
         )
         self.store.commit(manifest)
         self.store.prune(self.keep)
@@ -267,6 +281,7 @@ class CheckpointCoordinator:
             completed=self._count,
             last=self._last,
             resumed_from=self.resumed_from,
+            resumes=self.resumes,
             bytes=self._bytes,
             seconds=round(self._seconds, 6),
             mean_latency_s=round(self._latency / self._count, 6) if self._count else 0,

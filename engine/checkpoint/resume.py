@@ -34,6 +34,7 @@ from engine.checkpoint.store import (
     TaskEntry,
 )
 from engine.errors import CheckpointError, format_error
+from engine.metrics import Totals
 from engine.operator import Stateful
 from engine.pipeline import StepKind
 from engine.tasks import Task
@@ -49,17 +50,23 @@ class ResumePoint:
         first_id: The id of this run's first checkpoint (ids never repeat).
         gathered: The items the driver had collected by that checkpoint, by
             (step id, port, shard).
+        resumes: Times the run has resumed, this run included (0: from the
+            start).
     """
 
     checkpoint: int | None = None
     entries: Mapping[int, TaskEntry] = field(default_factory=dict)
     first_id: int = 1
     gathered: Mapping[tuple[str, str, int], list[Any]] = field(default_factory=dict)
+    resumes: int = 0
 
     @property
-    def finished(self) -> list[int]:
-        """Tasks that had finished by the checkpoint: they do not run again."""
-        return [i for i, e in self.entries.items() if e.status == FINISHED]
+    def finished(self) -> dict[int, Totals | None]:
+        """Tasks that had finished by the checkpoint, with their final counters.
+
+        They do not run again.
+        """
+        return {i: e.totals for i, e in self.entries.items() if e.status == FINISHED}
 
 
 def prepare(
@@ -180,7 +187,7 @@ def prepare(
             )
     if problems:
         raise CheckpointError(problems)
-    return ResumePoint(n, entries, first_id, gathered)
+    return ResumePoint(n, entries, first_id, gathered, manifest.resumes + 1)
 
 
 def _source_problems(tasks: Sequence[Task]) -> list[str]:

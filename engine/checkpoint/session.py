@@ -102,6 +102,7 @@ def begin(
         keep=config.keep,
         first_id=point.first_id,
         resumed_from=point.checkpoint,
+        resumes=point.resumes,
         finished=point.finished,
     )
     return CheckpointSession(config, coordinator, point, secrets.token_hex(4))

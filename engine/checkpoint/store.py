@@ -47,6 +47,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.errors import CheckpointError, format_error
+from engine.metrics import Totals
 from engine.wire import Buffer, unpack
 
 FORMAT = 1
@@ -75,6 +76,9 @@ class TaskEntry:
         nbytes: The state file's size.
         crc32: The state file's checksum.
         seconds: Time the task spent taking and writing its snapshot.
+        totals: The task's work counters as the barrier passed (for ``finished``:
+            its final ones), which a resumed task starts from; ``None`` in
+            entries that do not count (the driver's).
     """
 
     step: str
@@ -85,15 +89,21 @@ class TaskEntry:
     nbytes: int = 0
     crc32: int = 0
     seconds: float = 0.0
+    totals: Totals | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """Return the entry as JSON-able data."""
-        return asdict(self)
+        data = asdict(self)
+        data["totals"] = None if self.totals is None else self.totals.to_dict()
+        return data
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> TaskEntry:
         """Inverse of :meth:`to_dict`."""
-        return cls(**data)
+        totals = data.get("totals")
+        return cls(
+            **{**data, "totals": None if totals is None else Totals.from_dict(totals)}
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,6 +117,8 @@ class Manifest:
         driver: The file of the items the driver had collected, if any.
         created: Wall-clock time of completion.
         duration_s: Time from the checkpoint's start to its completion.
+        resumes: How many times the run that took it had resumed (0: a fresh
+            run); a run resuming from it is resume ``resumes + 1``.
     """
 
     checkpoint: int
@@ -115,6 +127,7 @@ class Manifest:
     driver: TaskEntry | None = None
     created: float = field(default_factory=time.time)
     duration_s: float = 0.0
+    resumes: int = 0
 
     @property
     def nbytes(self) -> int:
@@ -130,6 +143,7 @@ class Manifest:
             "pipeline": self.pipeline,
             "created": self.created,
             "duration_s": self.duration_s,
+            "resumes": self.resumes,
             "tasks": [entry.to_dict() for entry in self.tasks],
             "driver": None if self.driver is None else self.driver.to_dict(),
         }
@@ -150,6 +164,7 @@ class Manifest:
             else TaskEntry.from_dict(data["driver"]),
             created=float(data["created"]),
             duration_s=float(data["duration_s"]),
+            resumes=int(data.get("resumes", 0)),
         )
 
 

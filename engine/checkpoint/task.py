@@ -4,7 +4,9 @@ Each task of a checkpointed run gets a :class:`TaskCheckpoints`. For a source it
 decides, between two items, whether to inject a barrier now (the coordinator
 triggered one, or ``every_items`` items went by and the source asks for one). For
 every task it encodes a snapshot with the wire codec, writes it to the store and
-reports the entry to the coordinator; on resume it reads back the task's state.
+reports the entry to the coordinator, with the task's work counters as the barrier
+passed; on resume it reads back the task's state and gives the task back its
+counters, so they cover the whole run.
 
 How a task talks to the coordinator differs per executor (a lock in one process, a
 control socket between processes); :class:`CoordinatorLink` is that seam.
@@ -27,7 +29,7 @@ Examples:
     ...                        link, run="r0", every_items=2)
     >>> ckpt.due(emitted=True), ckpt.due(emitted=True)
     (None, 1)
-    >>> ckpt.persist(1, ckpt.encode({"position": 2}), started=time.perf_counter())
+    >>> ckpt.persist(1, ckpt.encode({"position": 2}), time.perf_counter(), Totals())
     >>> link.reports
     [(1, 'state')]
 """
@@ -41,6 +43,7 @@ from typing import Any, Protocol
 
 from engine.checkpoint.store import STATELESS, CheckpointStore, TaskEntry
 from engine.errors import WireError
+from engine.metrics import StepMetrics, Totals
 from engine.wire import Buffer, pack
 
 _POLL_EVERY_S = 0.002  # how often a busy source looks for triggers on its sockets
@@ -164,6 +167,11 @@ class TaskCheckpoints:
         """Whether there is a saved state to restore."""
         return self.entry is not None and self.entry.status == "state"
 
+    def restore_totals(self, metrics: StepMetrics) -> None:
+        """Give a resumed task back the counters its entry saved (if any)."""
+        if self.entry is not None and self.entry.totals is not None:
+            metrics.restore(self.entry.totals)
+
     def load(self) -> Any:
         """Read this task's saved state (see :attr:`has_state`)."""
         assert self.entry is not None
@@ -228,12 +236,17 @@ class TaskCheckpoints:
             raise StateEncodeError(str(exc)) from exc
 
     def persist(
-        self, checkpoint: int, frames: list[Buffer] | None, started: float
+        self,
+        checkpoint: int,
+        frames: list[Buffer] | None,
+        started: float,
+        totals: Totals,
     ) -> None:
         """Write the encoded state (``None``: nothing to store) and report it.
 
         ``started`` is when the snapshot began (``time.perf_counter()``), so the
-        entry's ``seconds`` covers taking, encoding and writing it.
+        entry's ``seconds`` covers taking, encoding and writing it; ``totals`` are
+        the task's counters as the barrier passed.
         """
         if frames is None:
             entry = TaskEntry(self.step, self.shard, self.shards, STATELESS)
@@ -241,5 +254,5 @@ class TaskCheckpoints:
             entry = self.store.write_state(
                 checkpoint, self.step, self.shard, self.shards, self.run, frames
             )
-        entry = replace(entry, seconds=time.perf_counter() - started)
+        entry = replace(entry, seconds=time.perf_counter() - started, totals=totals)
         self.link.report(checkpoint, entry)

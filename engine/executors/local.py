@@ -57,7 +57,7 @@ from engine.checkpoint.task import TaskCheckpoints
 from engine.config import RunConfig
 from engine.errors import StepError
 from engine.executors.base import Gathered, Outcome
-from engine.metrics import StepMetrics, merge
+from engine.metrics import StepMetrics, Totals, merge
 from engine.pipeline import StepKind
 from engine.plan import Plan
 from engine.progress import Progress
@@ -231,7 +231,8 @@ class _Run:
                 checkpoints,
             )
             if self.hub is not None:
-                self.hub.finished(index)
+                totals = self.metrics[(task.step.id, task.shard)].totals()
+                self.hub.finished(index, totals)
         except Cancelled:
             pass
         except StepError as exc:
@@ -339,10 +340,10 @@ class _Hub:
             with self.lock:
                 self._deliver(self.coordinator.completed(manifest))
 
-    def finished(self, index: int) -> None:
+    def finished(self, index: int, totals: Totals) -> None:
         with self.lock:
             self.done.add(index)
-        self.call(lambda c: c.finished(index))
+        self.call(lambda c: c.finished(index, totals))
 
     def summary(self) -> CheckpointReport:
         with self.lock:

@@ -315,7 +315,8 @@ class _Run:
                 peak[1] += size
             self.done.add(index)
             if self.session is not None:
-                self._coordinate(index, lambda c: c.finished(index))
+                totals = self.metrics[index].totals()
+                self._coordinate(index, lambda c: c.finished(index, totals))
         elif kind == "ckpt_request":
             self._coordinate(index, lambda c: c.request(index))
         elif kind == "ckpt":

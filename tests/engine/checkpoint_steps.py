@@ -77,7 +77,8 @@ class CrashOnce(Operator[int, int]):
     """Passes items on; at item ``at`` it fails once (a marker file remembers).
 
     ``how`` is ``raise`` (an exception: the run fails) or ``kill`` (SIGKILL of its
-    own process: the process executor only).
+    own process: the process executor only). Its ``passed`` counter counts the
+    items it passed on.
     """
 
     def __init__(self, at: int, marker: str, how: str = "raise") -> None:
@@ -85,12 +86,16 @@ class CrashOnce(Operator[int, int]):
         self.marker = marker
         self.how = how
 
+    def open(self, ctx: StepContext) -> None:
+        self.passed = ctx.metrics.counter("passed")
+
     def process(self, item: int) -> Iterable[int]:
         if item == self.at and not os.path.exists(self.marker):
             Path(self.marker).touch()
             if self.how == "kill":
                 os.kill(os.getpid(), signal.SIGKILL)
             raise RuntimeError(f"injected crash at item {item}")
+        self.passed.inc()
         yield item
 
 

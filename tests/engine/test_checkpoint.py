@@ -92,8 +92,42 @@ def test_resume_after_a_failure_applies_each_item_once(
     # Nothing lost, nothing applied twice: every key counts 1..n exactly once.
     assert _sorted(resumed.collected["out"]) == expected_rows(ITEMS)
     assert resumed.outputs == {"rows": ITEMS, "total": sum(range(ITEMS))}
-    # The source resumed from its offset: it did not replay everything.
-    assert resumed.report.steps["numbers"].items_out < ITEMS
+    # The source resumed from its offset, and its counters from the checkpoint:
+    # each item counts once (a replay from the start would count more).
+    assert resumed.report.steps["numbers"].items_out == ITEMS
+    assert report.resumes == 1
+
+
+WORK = ("items_in", "items_out", "bytes_in", "bytes_out")
+
+
+@pytest.mark.usefixtures("no_leftovers")
+def test_a_resumed_run_reports_the_whole_runs_counters(
+    executor: str, tmp_path: Path
+) -> None:
+    marker = tmp_path / "crashed"
+    p = counting_pipeline(ITEMS, before=CrashOnce(200, str(marker)))
+    ckpt = tmp_path / "ckpt"
+    failed = execute(p, executor, config=_config(ckpt), check=False, collect=("out",))
+    assert not failed.ok
+    resumed = execute(p, executor, config=_config(ckpt, resume=True), collect=("out",))
+    # Resuming the finished run replays from its last checkpoint: a second resume.
+    again = execute(p, executor, config=_config(ckpt, resume=True), collect=("out",))
+    straight = execute(p, executor, collect=("out",))  # the crash happened: none
+    for run, resumes in ((resumed, 1), (again, 2)):
+        report = run.report.checkpoint
+        assert report is not None
+        assert report.resumes == resumes
+        assert report.resumed_from is not None
+        for step, expected in straight.report.steps.items():
+            got = run.report.steps[step]
+            assert [getattr(got, name) for name in WORK] == [
+                getattr(expected, name) for name in WORK
+            ], (step, resumes)
+            assert got.counters == expected.counters, (step, resumes)
+        assert run.report.steps["before"].counters == {"passed": ITEMS}
+    assert failed.report.checkpoint is not None
+    assert failed.report.checkpoint.resumes == 0
 
 
 def test_resume_after_success_gives_the_same_result(tmp_path: Path) -> None:
