@@ -22,12 +22,14 @@ Examples:
 """
 
 from engine.channels import Barrier, CheckpointComplete, EndOfStream
+from engine.checks import at_least, check_output_dir, check_output_file
 from engine.config import ChannelBounds, CheckpointConfig, RunConfig
 from engine.errors import (
     CheckpointError,
     PlanError,
     RemoteError,
     StepError,
+    UsageError,
     WireError,
 )
 from engine.executors import EXECUTORS, Executor, LocalExecutor, RunResult, execute
@@ -97,7 +99,11 @@ __all__ = [
     "StepMetrics",
     "StepReport",
     "Tagged",
+    "UsageError",
     "WireError",
+    "at_least",
+    "check_output_dir",
+    "check_output_file",
     "execute",
     "gang_step",
     "run_gang",

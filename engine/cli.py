@@ -5,7 +5,10 @@
 ``partition`` this way, through ``operators.cli.main``).
 
 Exit status: 0 on success, 1 when a step fails, 2 for usage errors (unknown job,
-unknown ``--set`` key or bad value, invalid pipeline).
+unknown ``--set`` key or bad value, invalid pipeline, an output path that cannot be
+written). Output paths (``--report``, ``--checkpoint-dir``) are checked before the
+job is built, so a bad one costs no work; ``--report -`` prints the JSON report to
+stdout and moves the job's outputs to stderr.
 
 Examples:
     >>> main(["describe", "engine._example_job"])
@@ -35,9 +38,10 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from engine.checks import at_least, check_output_dir, check_output_file, is_stdout
 from engine.command import Command
 from engine.config import CheckpointConfig, RunConfig
-from engine.errors import CheckpointError, PlanError
+from engine.errors import CheckpointError, PlanError, UsageError
 from engine.executors import EXECUTORS, RunResult, execute
 from engine.job import JobError, load_job, overrides, parameters
 from engine.pipeline import Pipeline
@@ -61,7 +65,11 @@ class RunCommand:
             help="local: threads (default); process: one process per step or shard",
         )
         parser.add_argument(
-            "--report", type=Path, metavar="PATH", help="write the JSON run report here"
+            "--report",
+            type=Path,
+            metavar="PATH",
+            help="write the JSON run report here ('-': to stdout, and the outputs "
+            "to stderr)",
         )
         parser.add_argument(
             "--quiet", action="store_true", help="no progress bars or step table"
@@ -101,6 +109,16 @@ class RunCommand:
 
     def run(self, args: argparse.Namespace) -> int:
         """Run the job; print its outputs; return the exit status."""
+        try:  # output paths first: a refused path must not cost a whole run
+            if args.report is not None:
+                check_output_file(args.report, argument="--report", where="strata run")
+            if args.checkpoint_dir is not None:
+                check_output_dir(
+                    args.checkpoint_dir, argument="--checkpoint-dir", where="strata run"
+                )
+        except UsageError as error:
+            print(f"strata run: {error}", file=sys.stderr)
+            return EXIT_USAGE
         loaded = _build(args)
         if isinstance(loaded, int):
             return loaded
@@ -110,6 +128,10 @@ class RunCommand:
         except ValueError as error:
             print(f"strata run: {error}", file=sys.stderr)
             return EXIT_USAGE
+        # With ``--report -`` stdout carries the JSON report alone; the outputs
+        # then go to stderr with the step table.
+        report_to_stdout = is_stdout(args.report)
+        out = sys.stderr if report_to_stdout else sys.stdout
         config = RunConfig(
             progress=not args.quiet and sys.stderr.isatty(),
             checkpoint=checkpoint,
@@ -127,8 +149,21 @@ class RunCommand:
         except (PlanError, CheckpointError) as error:
             print(f"strata run: {error}", file=sys.stderr)
             return EXIT_USAGE
-        if args.report is not None:
-            result.report.write(args.report)
+        if report_to_stdout:
+            print(result.report.to_json(), flush=True)
+        elif args.report is not None:
+            try:
+                args.report.parent.mkdir(parents=True, exist_ok=True)
+                result.report.write(args.report)
+            except OSError as error:  # the path changed since it was checked
+                message = UsageError.build(
+                    "--report",
+                    "strata run",
+                    "a writable file path",
+                    f"{str(args.report)!r} ({error.strerror or error})",
+                )
+                print(f"strata run: {message}", file=sys.stderr)
+                return EXIT_FAILED
         if result.error is not None:
             chain = traceback.format_exception(result.error)
             print("".join(chain).rstrip(), file=sys.stderr)
@@ -137,7 +172,7 @@ class RunCommand:
         render = getattr(module, "render", None)
         text = render(result.outputs) if callable(render) else _format(result.outputs)
         if text:
-            print(text)
+            print(text, file=out)
         if not args.quiet:
             print(_step_table(result), file=sys.stderr)
         return EXIT_OK
@@ -220,7 +255,7 @@ def _build(args: argparse.Namespace) -> tuple[Any, Pipeline, dict[str, Any]] | i
     try:
         module = load_job(args.job)
         values = overrides(module.build, args.overrides)
-    except JobError as error:
+    except (JobError, UsageError) as error:
         print(f"{prog}: {error}", file=sys.stderr)
         return EXIT_USAGE
     params = {
@@ -229,6 +264,9 @@ def _build(args: argparse.Namespace) -> tuple[Any, Pipeline, dict[str, Any]] | i
     }
     try:
         pipeline = module.build(**values)
+    except UsageError as error:  # already names the parameter and the job
+        print(f"{prog}: {error}", file=sys.stderr)
+        return EXIT_USAGE
     except ValueError as error:
         # A job rejecting a parameter value (e.g. an unknown model name) is a usage
         # error: report its message, not a traceback.
@@ -253,6 +291,12 @@ def _checkpoint_config(args: argparse.Namespace) -> CheckpointConfig | None:
             raise ValueError(msg + "--checkpoint-dir")
         return None
     every, interval = args.checkpoint_every, args.checkpoint_interval
+    at_least(
+        "strata run",
+        1,
+        **{"--checkpoint-every": every, "--checkpoint-keep": args.checkpoint_keep},
+    )
+    at_least("strata run", 1e-3, **{"--checkpoint-interval": interval})
     if every is None and interval is None:
         every = 1000  # a default that keeps replay short without costing much
     return CheckpointConfig(

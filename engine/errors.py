@@ -7,6 +7,8 @@ scan engine errors the same way as storage and partition errors (see STYLE.md, E
 Examples:
     >>> print(format_error("k", "part", "k >= 2", "1", "k counts parts."))
     k in step 'part': expected k >= 2, got 1. Hint: k counts parts.
+    >>> print(UsageError.build("--report", "strata run", "a file", "a directory"))
+    --report in strata run: expected a file, got a directory.
     >>> error = PlanError("demo", ["a", "b"])
     >>> error.problems
     ('a', 'b')
@@ -21,10 +23,33 @@ def format_error(
     subject: str, step: str, expected: str, got: str, hint: str | None = None
 ) -> str:
     """Render one error message in the project template."""
-    message = f"{subject} in step '{step}': expected {expected}, got {got}."
+    return format_where(subject, f"step '{step}'", expected, got, hint)
+
+
+def format_where(
+    subject: str, where: str, expected: str, got: str, hint: str | None = None
+) -> str:
+    """The template with a free-form ``where`` (a command, a function), not a step."""
+    message = f"{subject} in {where}: expected {expected}, got {got}."
     if hint:
         message += f" Hint: {hint}"
     return message
+
+
+class UsageError(ValueError):
+    """A command-line argument or job parameter is unusable; found before any work.
+
+    The message is one line in the template, naming the argument, where it was
+    given (``strata run``, ``jobs.degree_stats.build``), what was expected and the
+    value that was given.
+    """
+
+    @classmethod
+    def build(
+        cls, subject: str, where: str, expected: str, got: str, hint: str | None = None
+    ) -> UsageError:
+        """Create the error from the template's parts."""
+        return cls(format_where(subject, where, expected, got, hint))
 
 
 class PlanError(ValueError):

@@ -29,6 +29,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from engine.errors import format_where
+
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off"}
 
@@ -46,7 +48,18 @@ def load_job(spec: str) -> types.ModuleType:
     path = Path(spec)
     if spec.endswith(".py") or path.exists():
         if not path.is_file():
-            raise JobError(f"job file {spec!r} does not exist")
+            got = f"{spec!r}, which " + (
+                "is a directory" if path.is_dir() else "does not exist"
+            )
+            raise JobError(
+                format_where(
+                    "JOB",
+                    "load_job",
+                    "a job file (.py) or module",
+                    got,
+                    "give a path like jobs/degree_stats.py or a module name",
+                )
+            )
         name, root = _module_name(path.resolve())
         if str(root) not in sys.path:
             sys.path.insert(0, str(root))
@@ -55,10 +68,24 @@ def load_job(spec: str) -> types.ModuleType:
         module = importlib.import_module(spec)
     except ModuleNotFoundError as exc:
         if exc.name and spec.startswith(exc.name):
-            raise JobError(f"no job module or file named {spec!r}") from exc
+            raise JobError(
+                format_where(
+                    "JOB",
+                    "load_job",
+                    "a job file (.py) or module",
+                    f"{spec!r}: no job module or file by that name",
+                )
+            ) from exc
         raise
     if not callable(getattr(module, "build", None)):
-        raise JobError(f"job {spec!r} defines no build(**params) -> Pipeline")
+        raise JobError(
+            format_where(
+                "JOB",
+                "load_job",
+                "a module defining build(**params) -> Pipeline",
+                f"{spec!r}, which defines no build",
+            )
+        )
     return module
 
 
@@ -104,8 +131,15 @@ def overrides(build: Callable[..., Any], assignments: Sequence[str]) -> dict[str
         try:
             result[key] = coerce(text, target)
         except (TypeError, ValueError) as exc:
+            where = f"{getattr(build, '__module__', 'job')}.build"
             raise JobError(
-                f"bad value for {key!r}: {exc}; valid parameters: {valid}"
+                format_where(
+                    f"--set {key}",
+                    where,
+                    _type_name(target),
+                    f"{text!r} ({exc})",
+                    f"valid parameters: {valid}",
+                )
             ) from exc
     return result
 
@@ -166,12 +200,16 @@ def _module_name(path: Path) -> tuple[str, Path]:
     return ".".join(parts), folder
 
 
+def _type_name(annotation: Any) -> str:
+    if isinstance(annotation, type) and not typing.get_args(annotation):
+        return annotation.__name__
+    return str(annotation).replace("typing.", "")
+
+
 def _describe(param: inspect.Parameter) -> str:
     annotation = param.annotation
     if annotation is inspect.Parameter.empty:
         kind = type(param.default).__name__
-    elif isinstance(annotation, type) and not typing.get_args(annotation):
-        kind = annotation.__name__
     else:
-        kind = str(annotation).replace("typing.", "")
+        kind = _type_name(annotation)
     return f"{param.name}: {kind} = {param.default!r}"

@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from engine import Map, Operator, Pipeline, StepContext
+from engine import Map, Operator, Pipeline, StepContext, at_least
 
 RMAT_PROBABILITIES = (0.57, 0.19, 0.19, 0.05)
 TOP = 10
@@ -168,7 +168,21 @@ def build(
     batch_rows: int = 65_536,
     shards: int = 2,
 ) -> Pipeline:
-    """Degree statistics of a ``num_edges``-edge R-MAT graph on ``num_nodes`` nodes."""
+    """Degree statistics of a ``num_edges``-edge R-MAT graph on ``num_nodes`` nodes.
+
+    Raises:
+        UsageError: a count below 1, or a negative seed (before any work).
+    """
+    where = f"{__name__}.build"
+    at_least(
+        where,
+        1,
+        num_edges=num_edges,
+        num_nodes=num_nodes,
+        batch_rows=batch_rows,
+        shards=shards,
+    )
+    at_least(where, 0, seed=seed)
     p = Pipeline("degree-stats")
     p.step("edges", EdgeSource(num_edges, num_nodes, seed, batch_rows))
     p.step("endpoints", Map(endpoints), "edges")

@@ -29,6 +29,7 @@ import numpy as np
 
 from partition._graph import PhaseTimer, edge_cut_partition, fill_lightest, prepare
 from partition._jit import njit
+from partition._params import check_settings
 from partition._types import Float64Array, Int32Array
 from partition.errors import PartitionError
 from partition.types import Partition
@@ -61,6 +62,9 @@ class HashPartitioner:
     k: int
     seed: int = 0
 
+    def __post_init__(self) -> None:
+        check_settings("HashPartitioner", ints={"k": self.k, "seed": self.seed})
+
     def partition(
         self, graph: CSRGraph, *, node_weights: Float64Array | None = None
     ) -> Partition:
@@ -92,6 +96,9 @@ class RandomPartitioner:
 
     k: int
     seed: int = 0
+
+    def __post_init__(self) -> None:
+        check_settings("RandomPartitioner", ints={"k": self.k, "seed": self.seed})
 
     def partition(
         self, graph: CSRGraph, *, node_weights: Float64Array | None = None
@@ -141,6 +148,13 @@ class MetisReference:
     imbalance: float = 0.03
     seed: int = 0
     recursive: bool = False
+
+    def __post_init__(self) -> None:
+        check_settings(
+            "MetisReference",
+            ints={"k": self.k, "seed": self.seed},
+            floats={"imbalance": self.imbalance},
+        )
 
     def partition(
         self, graph: CSRGraph, *, node_weights: Float64Array | None = None

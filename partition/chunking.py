@@ -44,6 +44,7 @@ import numpy as np
 
 from partition._graph import check_k
 from partition._jit import njit
+from partition._params import check_settings
 from partition._types import Int32Array, Int64Array
 from partition.errors import PartitionError
 from partition.multilevel import MultilevelPartitioner
@@ -84,6 +85,13 @@ class ChunkConfig:
     ordering: ChunkOrdering = ChunkOrdering.OVERLAP
     imbalance: float = 0.03
     seed: int = 0
+
+    def __post_init__(self) -> None:
+        check_settings(
+            "ChunkConfig",
+            ints={"num_chunks": self.num_chunks, "seed": self.seed},
+            floats={"imbalance": self.imbalance},
+        )
 
 
 @dataclass(frozen=True, slots=True, eq=False)

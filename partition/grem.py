@@ -69,6 +69,7 @@ from partition._graph import (
     part_cap,
 )
 from partition._jit import njit
+from partition._params import check_settings
 from partition._rng import new_state, shuffle
 from partition._types import Float64Array, Int32Array
 from partition.errors import PartitionError
@@ -492,6 +493,23 @@ class GremPartitioner:
     score_dtype: ScoreDType = ScoreDType.FLOAT32
     gamma: float = 1.5
     seed: int = 0
+
+    def __post_init__(self) -> None:
+        check_settings(
+            "GremPartitioner",
+            ints={
+                "k": self.k,
+                "passes": self.passes,
+                "chunk_edges": self.chunk_edges,
+                "seed_chunk_edges": self.seed_chunk_edges,
+                "seed": self.seed,
+            },
+            floats={
+                "imbalance": self.imbalance,
+                "decay": self.decay,
+                "gamma": self.gamma,
+            },
+        )
 
     def partition(
         self, graph: CSRGraph, *, node_weights: Float64Array | None = None

@@ -44,6 +44,7 @@ import numpy as np
 
 from partition._graph import check_graph, config_dict
 from partition._jit import njit
+from partition._params import check_settings
 from partition._types import Float64Array, Int32Array
 from partition.errors import PartitionError
 from partition.metrics import undirected_edges, vertex_cut_replication
@@ -266,6 +267,13 @@ class HDRFPartitioner:
     eps: float = 1.0
     order: EdgeOrder = EdgeOrder.RANDOM
     seed: int = 0
+
+    def __post_init__(self) -> None:
+        check_settings(
+            _WHERE,
+            ints={"k": self.k, "seed": self.seed},
+            floats={"lam": self.lam, "eps": self.eps},
+        )
 
     def partition(
         self, graph: CSRGraph, *, node_weights: Float64Array | None = None

@@ -37,6 +37,7 @@ from partition._graph import (
     prepare,
     without_isolated,
 )
+from partition._params import check_settings
 from partition._rng import new_state
 from partition._types import Float64Array, Int32Array
 from partition.coarsen import CoarsenConfig, coarsen
@@ -68,6 +69,13 @@ class MultilevelPartitioner:
     seed: int = 0
     coarsening: CoarsenConfig = field(default_factory=CoarsenConfig)
     initial: InitialConfig = field(default_factory=InitialConfig)
+
+    def __post_init__(self) -> None:
+        check_settings(
+            _WHERE,
+            ints={"k": self.k, "refine_passes": self.refine_passes, "seed": self.seed},
+            floats={"imbalance": self.imbalance},
+        )
 
     def partition(
         self, graph: CSRGraph, *, node_weights: Float64Array | None = None

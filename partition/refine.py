@@ -59,6 +59,7 @@ import numpy as np
 
 from partition._graph import WeightedCSR, edge_cut_partition, part_cap, prepare
 from partition._jit import njit
+from partition._params import check_settings
 from partition._pq import pq_delete, pq_insert, pq_new, pq_pop, pq_update
 from partition._rng import new_state, shuffle
 from partition._types import Int32Array
@@ -604,6 +605,13 @@ class GreedyKWayRefiner:
     imbalance: float = 0.03
     passes: int = 10
     seed: int = 0
+
+    def __post_init__(self) -> None:
+        check_settings(
+            "GreedyKWayRefiner",
+            ints={"k": self.k, "passes": self.passes, "seed": self.seed},
+            floats={"imbalance": self.imbalance},
+        )
 
     def refine(self, graph: CSRGraph, part: Partition) -> Partition:
         """Refine an edge-cut partition of ``graph`` (e.g. LDG's) into a new one.

@@ -59,6 +59,7 @@ from partition._graph import (
     prepare,
 )
 from partition._jit import njit
+from partition._params import check_settings
 from partition._types import Float64Array, Int32Array, Int64Array
 from partition.types import Partition
 from storage import CSRGraph
@@ -261,6 +262,17 @@ class _StreamingConfig:
     gamma: float = 1.5
     alpha_growth: float = 1.0
     seed: int = 0
+
+    def __post_init__(self) -> None:
+        check_settings(
+            type(self).__name__,
+            ints={"k": self.k, "passes": self.passes, "seed": self.seed},
+            floats={
+                "imbalance": self.imbalance,
+                "gamma": self.gamma,
+                "alpha_growth": self.alpha_growth,
+            },
+        )
 
     def _rule(self) -> StreamRule:
         raise NotImplementedError

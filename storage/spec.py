@@ -59,7 +59,12 @@ from storage.loaders.planetoid import PLANETOID_NAMES, load_planetoid
 
 Scalar = int | float | bool
 _WHERE = "load_graph"
-_SCHEME = re.compile(r"(planetoid|rmat|sbm|rgg):(.*)", re.DOTALL)
+#: The spec kinds that name a generator or a bundled loader.
+GENERATORS = ("planetoid", "rmat", "sbm", "rgg")
+_SCHEME = re.compile(rf"({'|'.join(GENERATORS)}):(.*)", re.DOTALL)
+# ``word:...`` that is not a known kind (a path never looks like this on POSIX
+# unless it exists, which is checked first).
+_UNKNOWN_SCHEME = re.compile(r"([A-Za-z][A-Za-z0-9_]*):(?!//)(.*)", re.DOTALL)
 _KEYS: dict[str, tuple[set[str], set[str]]] = {  # kind -> (required, optional)
     "rmat": (
         {"scale"},
@@ -138,6 +143,16 @@ def parse_spec(spec: str) -> GraphSpec:
     match = _SCHEME.fullmatch(spec.strip())
     if match is None:
         path = Path(spec).expanduser()
+        unknown = _UNKNOWN_SCHEME.fullmatch(spec.strip())
+        if unknown is not None and not path.exists():
+            raise FormatError.build(
+                f"graph spec {spec!r}",
+                _WHERE,
+                f"a generator ({', '.join(GENERATORS)}), a dataset directory or an "
+                "edge-list file",
+                f"unknown generator {unknown.group(1)!r} (and no file of that name)",
+                "e.g. rmat:scale=10 or planetoid:cora.",
+            )
         is_dataset = path.is_dir() or path.name == MANIFEST
         return GraphSpec("dataset" if is_dataset else "edges", path=path)
     kind, body = match.groups()

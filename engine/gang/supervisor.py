@@ -147,6 +147,13 @@ class GangSupervisor:
                 )
                 try:
                     process.start()
+                except _WORKER_GONE as exc:
+                    # The child (or the fork server) went away while its arguments
+                    # were being sent: a death to report, not the user's arguments.
+                    reader.close()
+                    raise GangError.build(
+                        self.name, [_died_starting(rank, process, exc)]
+                    ) from exc
                 except Exception as exc:
                     reader.close()
                     raise GangError.of_gang(
@@ -247,10 +254,7 @@ class GangSupervisor:
             self._receive(r)
         if r.done or r.failed:
             return
-        code = r.process.exitcode
-        how = f"exit code {code} before returning"
-        if code is not None and code < 0:
-            how = f"killed by {signal.Signals(-code).name}"
+        how = _exit_text(r.process.exitcode) + " before returning"
         self._fail(r, FailureKind.DIED, how)
 
     def _check_deadlines(self) -> bool:
@@ -379,3 +383,35 @@ _LIVE = _LiveGangs()
 # Registered after multiprocessing's own exit hook, so it runs first (LIFO): that
 # hook joins non-daemon children, which would wait for a gang forever.
 atexit.register(_LIVE.kill_all)
+
+
+#: What ``Process.start()`` raises when the new worker (or the fork server that
+#: forks it) dies while its arguments are sent: the pipe to it broke or closed.
+_WORKER_GONE = (EOFError, BrokenPipeError, ConnectionError)
+
+
+def _exit_text(code: int | None) -> str:
+    """``killed by SIGKILL``, ``exit code 3``, or ``no exit status yet``."""
+    if code is None:
+        return "no exit status yet"
+    if code < 0:
+        try:
+            return f"killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"killed by signal {-code}"
+    return f"exit code {code}"
+
+
+def _died_starting(rank: int, process: Any, exc: BaseException) -> WorkerFailure:
+    """The failure of a rank whose process died while it was being started."""
+    pid: int | None = getattr(process, "pid", None)
+    code: int | None = None
+    if pid is not None:
+        try:
+            process.join(1.0)
+            code = process.exitcode
+        except (AssertionError, ValueError, OSError):  # never started
+            code = None
+    status = _exit_text(code) if pid is not None else "no pid yet"
+    detail = f"died while starting ({status}; {type(exc).__name__}: {exc})"
+    return WorkerFailure(rank, pid, FailureKind.DIED, detail)

@@ -32,6 +32,7 @@ import sys
 from collections.abc import Mapping
 from pathlib import Path
 
+from engine import UsageError, check_output_dir
 from storage import (
     DuplicatePolicy,
     GraphDataset,
@@ -43,7 +44,7 @@ from storage import (
 )
 from storage.dataset import ArrayEntry, Manifest
 from storage.loaders import FORMATS, load_edge_list
-from storage.spec import load_graph
+from storage.spec import load_graph, parse_spec
 
 
 def _column(text: str | None) -> str | int | None:
@@ -130,16 +131,46 @@ class DatasetCommand:
         gen.add_argument("--data-dir", type=Path, help="where planetoid:NAME looks")
 
     def run(self, args: argparse.Namespace) -> int:
-        """Run the chosen subcommand; storage errors print and return 1."""
+        """Run the chosen subcommand; storage errors print and return 1.
+
+        Inputs and ``--out`` are checked first, so a bad one costs no work.
+        """
         try:
+            self._check(args)
             if args.dataset_command == "import":
                 return self._import(args)
             if args.dataset_command == "info":
                 return self._info(args)
             return self._generate(args)
-        except StorageError as err:
+        except (StorageError, UsageError) as err:
             print(f"error: {err}", file=sys.stderr)
             return 1
+
+    def _check(self, args: argparse.Namespace) -> None:
+        where = f"strata dataset {args.dataset_command}"
+        if args.dataset_command == "import" and not args.edges.is_file():
+            got = "a directory" if args.edges.is_dir() else "no such file"
+            raise UsageError.build(
+                "EDGES", where, "an edge-list file", f"{str(args.edges)!r} ({got})"
+            )
+        if args.dataset_command == "info" and not args.directory.is_dir():
+            got = "a file" if args.directory.exists() else "no such directory"
+            raise UsageError.build(
+                "DIR",
+                where,
+                "a dataset directory",
+                f"{str(args.directory)!r} ({got})",
+                "create one with `strata dataset import` or `generate`.",
+            )
+        if args.dataset_command == "generate":
+            parse_spec(args.spec)  # an unknown generator or key fails here
+            data_dir = args.data_dir
+            if data_dir is not None and not data_dir.is_dir():
+                raise UsageError.build(
+                    "--data-dir", where, "a directory", f"{str(data_dir)!r}"
+                )
+        if args.dataset_command in ("import", "generate"):
+            check_output_dir(args.out, argument="--out", where=where)
 
     def _import(self, args: argparse.Namespace) -> int:
         dataset = load_edge_list(

@@ -16,8 +16,11 @@ its level-2 split) as the array group ``partition/<method>-k<K>`` of the dataset
 directory ``DIR``. ``--report PATH`` writes the JSON report: ``method``, ``k``,
 ``edge_cut_fraction``, ``imbalance``, ``seconds``, ``peak_rss_bytes`` (peak
 resident memory above the RSS right after the graph was loaded) and the other
-fields of :class:`~partition.types.PartitionReport`. A one-line summary goes to
-stdout either way.
+fields of :class:`~partition.types.PartitionReport`; ``--report -`` prints it to
+stdout, and the one-line summary, which otherwise goes to stdout, to stderr.
+
+Every number, ``--out`` and ``--report`` are checked before the graph is loaded: a
+bad one prints one ``error:`` line naming the argument and exits 1.
 
 Examples:
     >>> import argparse, json, os, tempfile
@@ -48,6 +51,8 @@ from typing import Any
 
 import psutil
 
+from engine import UsageError, at_least, check_output_dir, check_output_file
+from engine.checks import is_stdout
 from operators.io.partition_book import book_name, save_partition_book
 from partition import (
     ChunkConfig,
@@ -67,6 +72,7 @@ from partition import (
 from storage import CSRGraph, StorageError
 from storage.spec import load_graph
 
+_WHERE = "strata partition"
 METHODS = ("metis", "grem", "ldg", "fennel", "hdrf", "random", "hash")
 
 
@@ -118,18 +124,49 @@ class PartitionCommand:
             "--chunks", type=int, default=None, help="also split parts into M chunks"
         )
         parser.add_argument("--out", type=Path, default=None, help="dataset dir")
-        parser.add_argument("--report", type=Path, default=None, help="JSON report")
+        parser.add_argument(
+            "--report",
+            type=Path,
+            default=None,
+            help="JSON report ('-': to stdout, and the summary line to stderr)",
+        )
         parser.add_argument("--data-dir", type=Path, default=None)
 
     def run(self, args: argparse.Namespace) -> int:
         """Partition, print a summary, write the report and book; 1 on bad input."""
         try:
             return self._run(args)
-        except (PartitionError, StorageError) as err:
+        except (PartitionError, StorageError, UsageError) as err:
             print(f"error: {err}", file=sys.stderr)
             return 1
 
+    def _check(self, args: argparse.Namespace) -> None:
+        """Refuse bad numbers and unwritable outputs before the graph is loaded."""
+        at_least(
+            _WHERE,
+            1,
+            **{"--k": args.k, "--passes": args.passes, "--chunks": args.chunks},
+        )
+        at_least(
+            _WHERE,
+            0,
+            **{
+                "--seed": args.seed,
+                "--imbalance": args.imbalance,
+                "--halo-hops": args.halo_hops,
+            },
+        )
+        if args.out is not None:
+            check_output_dir(args.out, argument="--out", where=_WHERE)
+        if args.report is not None:
+            check_output_file(args.report, argument="--report", where=_WHERE)
+        if args.data_dir is not None and not args.data_dir.is_dir():
+            raise UsageError.build(
+                "--data-dir", _WHERE, "a directory", f"{str(args.data_dir)!r}"
+            )
+
     def _run(self, args: argparse.Namespace) -> int:
+        self._check(args)
         graph = load_graph(args.graph, data_dir=args.data_dir).graph
         input_rss = int(psutil.Process().memory_info().rss)
         partitioner = make_partitioner(
@@ -154,15 +191,28 @@ class PartitionCommand:
         )
         if args.out is not None:
             report["book"] = self._save(args, graph, part)
-        if args.report is not None:
-            args.report.parent.mkdir(parents=True, exist_ok=True)
-            args.report.write_text(json.dumps(report, indent=2, sort_keys=True))
+        text = json.dumps(report, indent=2, sort_keys=True)
+        if is_stdout(args.report):
+            print(text, flush=True)
+        elif args.report is not None:
+            try:
+                args.report.parent.mkdir(parents=True, exist_ok=True)
+                args.report.write_text(text)
+            except OSError as error:  # the path changed since it was checked
+                raise UsageError.build(
+                    "--report",
+                    _WHERE,
+                    "a writable file path",
+                    f"{str(args.report)!r} ({error.strerror or error})",
+                ) from None
         print(
             f"{report['method']} k={args.k}: "
             f"edge_cut_fraction={report['edge_cut_fraction']:.4f} "
             f"imbalance={report['imbalance']:.4f} "
             f"seconds={report['seconds']:.3f} "
-            f"peak_rss_bytes={report['peak_rss_bytes']} -> {args.out or '-'}"
+            f"peak_rss_bytes={report['peak_rss_bytes']} -> {args.out or '-'}",
+            # with ``--report -`` stdout carries the JSON report alone
+            file=sys.stderr if is_stdout(args.report) else sys.stdout,
         )
         return 0
 

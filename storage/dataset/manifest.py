@@ -216,9 +216,17 @@ def read_manifest(directory: str | Path) -> Manifest:
         storage.errors.DatasetError: .../manifest.json in open_dataset: expected ...
     """
     path = Path(directory) / MANIFEST
+    if Path(directory).exists() and not Path(directory).is_dir():
+        raise DatasetError.build(
+            str(directory),
+            "open_dataset",
+            "a dataset directory with manifest.json",
+            "a file",
+            "give the directory `strata dataset import` or save_dataset wrote.",
+        )
     try:
         text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
+    except (FileNotFoundError, NotADirectoryError):
         raise DatasetError.build(
             str(path),
             "open_dataset",

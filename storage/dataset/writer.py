@@ -147,6 +147,14 @@ def _transaction(directory: str | Path, where: str) -> Iterator[_Transaction]:
         raise DatasetError.build(
             str(path), where, "a directory", "a file", "choose another --out"
         ) from err
+    except OSError as err:  # no such parent (under /proc), read-only, no access
+        raise DatasetError.build(
+            str(path),
+            where,
+            "a directory that can be created",
+            f"{type(err).__name__}: {err.strerror or err}",
+            "choose a directory you can write to.",
+        ) from err
     if created:  # make the new directory's own entry durable too
         fsync_path(path.resolve().parent)
     with open(path / LOCK, "a+b") as lock:

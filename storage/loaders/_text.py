@@ -23,6 +23,7 @@ from storage.errors import FormatError
 _COMMENT_LINES = re.compile(rb"(?m)^[ \t]*#[^\n]*$")
 _BLANKS = re.compile(rb"[ \t]+")
 _EDGE_SPACES = re.compile(rb"(?m)^ | $")
+_SNIFF = 4096  # bytes read to tell text from binary data
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,6 +72,16 @@ def detect_layout(
     leading = 0
     first: str | None = None
     with open_text(path) as f:
+        head = f.read(_SNIFF)
+    with open_text(path) as f:
+        if b"\0" in head:
+            raise FormatError.build(
+                str(path),
+                "read_edges",
+                "a text edge list (csv, tsv, snap) or parquet",
+                f"binary data (a NUL byte in the first {min(len(head), _SNIFF)} bytes)",
+                "pass --format parquet for Parquet files without a .parquet suffix.",
+            )
         for raw in f:
             line = raw.decode("utf-8", errors="replace").rstrip("\r\n")
             if _is_skipped(line):
@@ -85,7 +96,15 @@ def detect_layout(
     whitespace = fmt == "snap"
     delimiter = {"csv": ",", "tsv": "\t"}.get(fmt, "\t" if "\t" in first else " ")
     probe = TextLayout(delimiter, whitespace, leading, False, ())
-    fields = split_line(first, probe)
+    try:
+        fields = split_line(first, probe)
+    except csv.Error as err:
+        raise FormatError.build(
+            f"{path}:{leading + 1}",
+            "read_edges",
+            "a well-formed CSV line",
+            f"{first[:60]!r} ({err})",
+        ) from None
     if header is None:
         # A header is a first line whose id fields are not integers.
         header = numeric_ids and not all(_is_int(f.strip()) for f in fields[:2])

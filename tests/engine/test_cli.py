@@ -48,7 +48,7 @@ def test_run_writes_the_report(
             ["run", JOB, "--set", "size=4"],
             "unknown parameter 'size'; valid parameters: count",
         ),
-        (["run", JOB, "--set", "count=four"], "bad value for 'count'"),
+        (["run", JOB, "--set", "count=four"], "--set count in "),
         (["run", "no/such/job.py"], "does not exist"),
         (["run", JOB, "--executor", "ray"], "invalid choice: 'ray'"),
     ],

@@ -95,7 +95,7 @@ def test_chunks_and_halo_hops_are_saved(tmp_path):
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
-        ([SPEC, "--k", "0"], "k in MultilevelPartitioner: expected 1 <= k <= 600"),
+        ([SPEC, "--k", "0"], "--k in strata partition: expected --k >= 1, got 0"),
         ([SPEC, "--k", "601"], "got 601"),
         (["rmat:nonsense=1", "--k", "2"], "error: "),
     ],

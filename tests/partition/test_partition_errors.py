@@ -21,10 +21,15 @@ def make(request):
     return request.param
 
 
-@pytest.mark.parametrize("k", [0, -1, 9])
-def test_k_out_of_range(make, ring8, k):
+def test_k_above_num_nodes(make, ring8):
     with pytest.raises(PartitionError, match=r"k in .*: expected 1 <= k <= 8"):
-        make(k).partition(ring8)
+        make(9).partition(ring8)
+
+
+@pytest.mark.parametrize("k", [0, -1])
+def test_k_below_one_is_refused_by_the_config(make, k):
+    with pytest.raises(PartitionError, match=rf"k in .*: expected k >= 1 .*got {k}"):
+        make(k)
 
 
 def test_empty_graph(make):
