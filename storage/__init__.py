@@ -65,12 +65,14 @@ from storage.generators import (
 from storage.loaders import EdgeList, load_edge_list, load_planetoid, read_edges
 from storage.spec import GraphSpec, load_graph, parse_spec
 from storage.update_log import (
+    DEFAULT_MAX_LOG_BYTES,
     AppendResult,
     LogConfig,
     LogCorruptError,
     LogError,
     LogFullError,
     LogRecord,
+    LogSeqGapError,
     RecoveryReport,
     UpdateLog,
 )
@@ -88,6 +90,7 @@ from storage.updates import (
 )
 
 __all__ = [
+    "DEFAULT_MAX_LOG_BYTES",
     "AppendResult",
     "ApplyReport",
     "ArrowFeatureStore",
@@ -111,6 +114,7 @@ __all__ = [
     "LogError",
     "LogFullError",
     "LogRecord",
+    "LogSeqGapError",
     "Manifest",
     "NodeFeatureTable",
     "RecoveryReport",

@@ -1,12 +1,15 @@
 """IngestClient: send update batches to an ingestion endpoint until each is acked.
 
 A DEALER socket speaking the protocol of :mod:`operators.streaming.ingest`. Batch
-``i`` of a stream gets ``seq = first_seq + i``, so resending a whole file after a
-crash (with the same producer id) is idempotent: batches already logged come back
-as duplicates with their original offsets. :meth:`IngestClient.send_all` keeps up to
-``window`` batches in flight, resends any not acknowledged within ``timeout_s``
-(the endpoint may be restarting: the socket reconnects by itself), backs off on
-``retry`` answers (a full log), and reports what was acknowledged.
+``i`` of a stream gets ``seq = first_seq + i``. :meth:`IngestClient.send_all` first
+asks the endpoint which of the producer's seqs its log holds (``hello``) and skips
+those, so running the same stream again after a crash (same producer id) resumes
+where the log ends. It then keeps up to ``window`` batches in flight and resends, in
+seq order, every batch not acknowledged within ``timeout_s`` (the endpoint may be
+restarting: the socket reconnects by itself) and every batch from the seq a ``gap``
+answer names on. It backs off on ``retry`` answers (a full log) and gives up with
+:class:`IngestTimeoutError`, naming the endpoint, when nothing at all has been heard
+from the endpoint for ``ack_timeout_s``.
 
 Examples:
     >>> import tempfile
@@ -24,6 +27,10 @@ Examples:
     ...     report = client.send_all([edge_updates([0], [1], event_time=0)] * 3)
     >>> report.acked_rows, report.duplicate_batches, report.rejected
     (3, 0, {})
+    >>> with IngestClient(server.endpoint, producer_id="doc") as client:
+    ...     again = client.send_all([edge_updates([0], [1], event_time=0)] * 4)
+    >>> again.held_batches, again.acked_batches  # the log held seqs 1-3 already
+    (3, 1)
     >>> stop.set(); thread.join(); server.close(); log.close()
 """
 
@@ -76,18 +83,34 @@ def encode_batch(batch: pa.RecordBatch | pa.Table) -> bytes:
     return data
 
 
+class IngestError(RuntimeError):
+    """The endpoint's answers show that acknowledged data was lost."""
+
+
+class IngestTimeoutError(IngestError, TimeoutError):
+    """The endpoint did not answer within the client's deadline."""
+
+
 @dataclass(slots=True)
 class IngestReport:
     """What a :meth:`IngestClient.send_all` call got acknowledged.
 
+    Every batch of the stream ends up in exactly one of: ``acked_batches``
+    (logged by this call), ``duplicate_batches`` (the log already held it: sent
+    and answered "duplicate", or skipped because ``hello`` said the log holds it,
+    counted again in ``held_batches``), or ``rejected`` (refused; not resent).
+
     Attributes:
-        batches: Batches sent (each counted once, however often resent).
+        batches: Batches in the stream (each counted once, however often resent).
         acked_batches: Batches newly logged.
         acked_rows: Rows newly logged.
-        duplicate_batches: Batches the log already held (resends).
+        duplicate_batches: Batches the log already held.
         duplicate_rows: Their rows.
+        held_batches: Of the duplicates, those not sent at all (``hello``).
         rejected: ``seq -> reason`` of refused batches (not resent).
-        resends: Requests sent again after a timeout or a ``retry`` answer.
+        resends: Requests sent again (timeout, gap, or ``retry`` answer).
+        gaps: ``gap`` answers (a batch overtook an earlier one).
+        full: ``retry`` answers (the log was full: backpressure).
         first_offset: Lowest offset acknowledged (``-1``: none).
         last_offset: Highest offset acknowledged (``-1``: none).
         seconds: Wall time of the call.
@@ -98,16 +121,27 @@ class IngestReport:
     acked_rows: int = 0
     duplicate_batches: int = 0
     duplicate_rows: int = 0
+    held_batches: int = 0
     rejected: dict[int, str] = field(default_factory=dict)
     resends: int = 0
+    gaps: int = 0
+    full: int = 0
     first_offset: int = -1
     last_offset: int = -1
     seconds: float = 0.0
+
+    @property
+    def complete(self) -> bool:
+        """Whether every batch is in the log (logged now or held before)."""
+        return not self.rejected and (
+            self.acked_batches + self.duplicate_batches == self.batches
+        )
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-able dict."""
         out = asdict(self)
         out["rejected"] = {str(k): v for k, v in self.rejected.items()}
+        out["complete"] = self.complete
         return out
 
 
@@ -119,26 +153,56 @@ class _InFlight:
     not_before: float = 0.0
 
 
+@dataclass(frozen=True, slots=True)
+class Held:
+    """What the endpoint's log holds of a producer (its ``hello`` answer)."""
+
+    high_water: int | None
+    first_seq: int | None
+
+    def holds(self, seq: int) -> bool:
+        """Whether the log holds (or held, before retention) ``seq``."""
+        if self.high_water is None or self.first_seq is None:
+            return False
+        return self.first_seq <= seq <= self.high_water
+
+
 class IngestClient:
     """One producer's connection to an ingestion endpoint.
 
     Args:
         endpoint: The endpoint (``tcp://127.0.0.1:5555``).
         producer_id: This producer's id (its ``seq`` numbers are its own).
+
+    Raises:
+        ValueError: for an endpoint zmq cannot connect to (named in the message).
     """
 
     def __init__(self, endpoint: str, producer_id: str) -> None:
+        if not producer_id or len(producer_id) > 256:
+            raise ValueError(
+                f"producer id: expected 1-256 characters, got {producer_id!r}"
+            )
         self.endpoint = endpoint
         self.producer_id = producer_id
         self.socket: zmq.Socket[Any] = zmq.Context.instance().socket(zmq.DEALER)
         self.socket.setsockopt(zmq.LINGER, 0)
-        self.socket.connect(endpoint)
+        try:
+            self.socket.connect(endpoint)
+        except zmq.ZMQError as exc:
+            self.socket.close(linger=0)
+            raise ValueError(
+                f"endpoint: expected transport://address:port "
+                f"(e.g. tcp://127.0.0.1:5555), got {endpoint!r} ({exc})"
+            ) from None
 
     # ------------------------------------------------------------------ raw
-    def submit(self, batch: pa.RecordBatch | bytes, seq: int) -> None:
+    def submit(
+        self, batch: pa.RecordBatch | bytes, seq: int, *, first_seq: int = 1
+    ) -> None:
         """Send one batch (or its encoded bytes) as ``seq``; do not wait."""
         payload = batch if isinstance(batch, bytes) else encode_batch(batch)
-        header = {"producer": self.producer_id, "seq": seq}
+        header = {"producer": self.producer_id, "seq": seq, "first_seq": first_seq}
         self.socket.send_multipart([json.dumps(header).encode(), payload])
 
     def send_frames(self, frames: list[bytes]) -> None:
@@ -153,18 +217,36 @@ class IngestClient:
         return reply
 
     def request(self, header: dict[str, Any], timeout_s: float = 5.0) -> dict[str, Any]:
-        """Send a control request (``ping``, ``end``) and wait for its reply.
+        """Send a control request (``ping``, ``hello``, ``end``) and await its reply.
+
+        The request is sent again every second until answered (a restarting
+        endpoint drops what it had not read).
 
         Raises:
-            TimeoutError: if no reply came within ``timeout_s``.
+            IngestTimeoutError: if no reply came within ``timeout_s``.
         """
+        kind = header.get("type")
         deadline = time.monotonic() + timeout_s
-        self.socket.send_multipart([json.dumps(header).encode()])
         while (left := deadline - time.monotonic()) > 0:
-            reply = self.receive(int(left * 1000) + 1)
-            if reply is not None and reply.get("type") in ("pong", "end"):
-                return reply
-        raise TimeoutError(f"no reply from {self.endpoint} within {timeout_s} s")
+            self.socket.send_multipart([json.dumps(header).encode()])
+            resend_at = time.monotonic() + min(1.0, left)
+            while (wait := resend_at - time.monotonic()) > 0:
+                reply = self.receive(int(wait * 1000) + 1)
+                if reply is not None and reply.get("type") in (kind, "pong"):
+                    return reply
+        raise IngestTimeoutError(
+            f"endpoint {self.endpoint}: no answer to {kind!r} within {timeout_s} s "
+            "(is the job running and serving this endpoint?)"
+        )
+
+    def hello(self, timeout_s: float = 10.0) -> Held:
+        """Ask which of this producer's seqs the endpoint's log holds."""
+        reply = self.request({"type": "hello", "producer": self.producer_id}, timeout_s)
+        high, first = reply.get("high_water"), reply.get("first_seq")
+        return Held(
+            high if isinstance(high, int) else None,
+            first if isinstance(first, int) else None,
+        )
 
     def end(self, timeout_s: float = 5.0) -> dict[str, Any]:
         """Tell the endpoint this producer is done."""
@@ -178,88 +260,49 @@ class IngestClient:
         first_seq: int = 1,
         window: int = 8,
         timeout_s: float = 2.0,
+        ack_timeout_s: float = 10.0,
         deadline_s: float | None = None,
+        rate_rows_per_s: float | None = None,
         on_ack: Callable[[dict[str, Any]], None] | None = None,
     ) -> IngestReport:
-        """Send every batch until acknowledged; return the report.
+        """Send every batch until the log holds it; return the report.
 
         Args:
             batches: The batches, in order (read lazily).
             first_seq: ``seq`` of the first batch.
-            window: Batches in flight at once.
-            timeout_s: Resend a batch not acknowledged this long after sending.
-            deadline_s: Give up (``TimeoutError``) after this long.
+            window: Batches in flight at once (at least 1).
+            timeout_s: Resend unacknowledged batches this long after sending.
+            ack_timeout_s: Give up (:class:`IngestTimeoutError`) when the endpoint
+                has not answered anything for this long: at the ``hello``, or
+                while batches wait for acknowledgement.
+            deadline_s: Give up (:class:`IngestTimeoutError`) after this long in
+                all; None for no limit.
+            rate_rows_per_s: Send at most this many rows per second (a steady
+                load, as producer load tools do); None for as fast as acked.
             on_ack: Called with every acknowledgement (progress, tests).
-        """
-        report = IngestReport()
-        start = time.monotonic()
-        source = iter(batches)
-        flight: dict[int, _InFlight] = {}
-        seq = first_seq
-        exhausted = False
-        while flight or not exhausted:
-            while not exhausted and len(flight) < window:
-                batch = next(source, None)
-                if batch is None:
-                    exhausted = True
-                    break
-                payload = encode_batch(batch)
-                self.submit(payload, seq)
-                flight[seq] = _InFlight(payload, batch.num_rows, time.monotonic())
-                report.batches += 1
-                seq += 1
-            reply = self.receive(50)
-            if reply is not None:
-                self._settle(reply, flight, report, on_ack)
-            now = time.monotonic()
-            if deadline_s is not None and now - start > deadline_s:
-                raise TimeoutError(
-                    f"{len(flight)} batches unacknowledged after {deadline_s} s"
-                )
-            for s, item in flight.items():  # resend what timed out or may be retried
-                if now - item.sent_at >= timeout_s and now >= item.not_before:
-                    self.submit(item.payload, s)
-                    item.sent_at = now
-                    report.resends += 1
-        report.seconds = time.monotonic() - start
-        return report
 
-    def _settle(
-        self,
-        reply: dict[str, Any],
-        flight: dict[int, _InFlight],
-        report: IngestReport,
-        on_ack: Callable[[dict[str, Any]], None] | None,
-    ) -> None:
-        seq = reply.get("seq")
-        if not isinstance(seq, int) or seq not in flight:
-            return  # a late answer to a resent batch, or a control reply
-        item = flight[seq]
-        if reply.get("ok"):
-            del flight[seq]
-            if reply.get("duplicate"):
-                report.duplicate_batches += 1
-                report.duplicate_rows += item.rows
-            else:
-                report.acked_batches += 1
-                report.acked_rows += item.rows
-            first, last = int(reply["first_offset"]), int(reply["last_offset"])
-            if first >= 0:
-                low = (
-                    first
-                    if report.first_offset < 0
-                    else min(report.first_offset, first)
-                )
-                report.first_offset = low
-                report.last_offset = max(report.last_offset, last)
-            if on_ack is not None:
-                on_ack(reply)
-        elif reply.get("retry"):  # a full log: back off, then resend
-            item.not_before = time.monotonic() + 0.2
-            item.sent_at = 0.0
-        else:
-            del flight[seq]
-            report.rejected[seq] = str(reply.get("error"))
+        Raises:
+            ValueError: for a window below 1, or a rate or timeout that is not
+                positive.
+            IngestTimeoutError: as above; what was acknowledged stays logged, and
+                running the stream again with the same producer id resumes.
+        """
+        _check_positive("window", window)
+        _check_positive("first_seq + 1", first_seq + 1)
+        _check_positive("timeout_s", timeout_s)
+        _check_positive("ack_timeout_s", ack_timeout_s)
+        if rate_rows_per_s is not None:
+            _check_positive("rate_rows_per_s", rate_rows_per_s)
+        return _Sender(
+            self,
+            first_seq=first_seq,
+            window=window,
+            timeout_s=timeout_s,
+            ack_timeout_s=ack_timeout_s,
+            deadline_s=deadline_s,
+            rate=rate_rows_per_s,
+            on_ack=on_ack,
+        ).run(batches)
 
     def close(self) -> None:
         """Close the socket."""
@@ -270,3 +313,180 @@ class IngestClient:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _check_positive(name: str, value: float) -> None:
+    if not value > 0:
+        raise ValueError(f"{name}: expected a value > 0, got {value!r}")
+
+
+class _Sender:
+    """One :meth:`IngestClient.send_all` call: the window, resends and pacing."""
+
+    def __init__(
+        self,
+        client: IngestClient,
+        *,
+        first_seq: int,
+        window: int,
+        timeout_s: float,
+        ack_timeout_s: float,
+        deadline_s: float | None,
+        rate: float | None,
+        on_ack: Callable[[dict[str, Any]], None] | None,
+    ) -> None:
+        self.client = client
+        self.first_seq = first_seq
+        self.window = window
+        self.timeout_s = timeout_s
+        self.ack_timeout_s = ack_timeout_s
+        self.deadline_s = deadline_s
+        self.rate = rate
+        self.on_ack = on_ack
+        self.report = IngestReport()
+        self.flight: dict[int, _InFlight] = {}  # seq order: inserted increasing
+        self.start = time.monotonic()
+        self.heard = self.start  # last time anything came from the endpoint
+        self.progress = self.start  # last time a batch was acknowledged
+        self.stale_gap: int | None = None  # a gap naming an acknowledged seq
+        self.sent_rows = 0
+
+    def run(self, batches: Iterable[pa.RecordBatch]) -> IngestReport:
+        held = self.client.hello(self.ack_timeout_s)
+        self.heard = time.monotonic()
+        source = iter(batches)
+        seq = self.first_seq
+        exhausted = False
+        while self.flight or not exhausted:
+            while not exhausted and len(self.flight) < self.window:
+                if self._pace():
+                    break  # not yet: the rate limit holds the next batch back
+                batch = next(source, None)
+                if batch is None:
+                    exhausted = True
+                    break
+                self.report.batches += 1
+                if held.holds(seq):  # logged by an earlier run: skip it
+                    self.report.duplicate_batches += 1
+                    self.report.duplicate_rows += batch.num_rows
+                    self.report.held_batches += 1
+                else:
+                    payload = encode_batch(batch)
+                    self.client.submit(payload, seq, first_seq=self.first_seq)
+                    now = time.monotonic()
+                    self.flight[seq] = _InFlight(payload, batch.num_rows, now)
+                    self.sent_rows += batch.num_rows
+                seq += 1
+            reply = self.client.receive(self._wait_ms(exhausted))
+            while reply is not None:
+                self.heard = time.monotonic()
+                self._settle(reply)
+                reply = self.client.receive(0)
+            self._check_time()
+            self._resend()
+        self.report.seconds = time.monotonic() - self.start
+        return self.report
+
+    def _wait_ms(self, exhausted: bool) -> int:
+        """How long to wait for replies before looking at the window again."""
+        if self.flight or exhausted or self.rate is None:
+            return 20 if self.flight else 0
+        due = self.start + self.sent_rows / self.rate
+        return max(0, min(20, int((due - time.monotonic()) * 1000)))
+
+    def _pace(self) -> bool:
+        """Whether the rate limit holds the next batch back for now."""
+        if self.rate is None:
+            return False
+        due = self.start + self.sent_rows / self.rate
+        return time.monotonic() < due
+
+    def _check_time(self) -> None:
+        now = time.monotonic()
+        endpoint = self.client.endpoint
+        stuck = now - self.progress > self.ack_timeout_s
+        if self.flight and stuck and self.stale_gap is not None:
+            raise IngestError(
+                f"endpoint {endpoint}: its log expects seq {self.stale_gap} of "
+                f"producer {self.client.producer_id!r}, which it acknowledged "
+                "before: the log lost acknowledged data (was it deleted?)"
+            )
+        if self.flight and now - self.heard > self.ack_timeout_s:
+            seqs = list(self.flight)
+            raise IngestTimeoutError(
+                f"endpoint {endpoint}: no answer for {self.ack_timeout_s} s with "
+                f"{len(seqs)} batches unacknowledged (seqs {seqs[0]}..{seqs[-1]}); "
+                "run the same stream again with the same producer id to resume"
+            )
+        if self.deadline_s is not None and now - self.start > self.deadline_s:
+            raise IngestTimeoutError(
+                f"endpoint {endpoint}: {len(self.flight)} batches unacknowledged "
+                f"after the {self.deadline_s} s deadline"
+            )
+
+    def _resend(self) -> None:
+        """Resend due batches in seq order, never one past a batch backing off."""
+        now = time.monotonic()
+        for seq, item in self.flight.items():
+            if now - item.sent_at < self.timeout_s:
+                continue
+            if now < item.not_before:
+                break  # a later seq now would only come back as a gap
+            self.client.submit(item.payload, seq, first_seq=self.first_seq)
+            item.sent_at = now
+            self.report.resends += 1
+
+    def _settle(self, reply: dict[str, Any]) -> None:
+        seq = reply.get("seq")
+        if not isinstance(seq, int) or seq not in self.flight:
+            return  # a late answer to a resent batch, or a control reply
+        item = self.flight[seq]
+        report = self.report
+        if reply.get("ok"):
+            del self.flight[seq]
+            self.progress = time.monotonic()
+            self.stale_gap = None
+            rows = item.rows
+            if reply.get("duplicate"):
+                report.duplicate_batches += 1
+                report.duplicate_rows += rows
+            else:
+                report.acked_batches += 1
+                report.acked_rows += rows
+            self._offsets(int(reply["first_offset"]), int(reply["last_offset"]))
+            if self.on_ack is not None:
+                self.on_ack(reply)
+        elif reply.get("gap"):
+            self._rewind(int(reply["expected"]))
+        elif reply.get("retry"):  # a full log: back off, then resend in order
+            report.full += 1
+            item.not_before = time.monotonic() + 0.2
+            item.sent_at = 0.0
+        else:
+            del self.flight[seq]
+            report.rejected[seq] = str(reply.get("error"))
+
+    def _rewind(self, expected: int) -> None:
+        """The log expects ``expected`` next: resend it and everything after it.
+
+        A gap answer can be stale: it may arrive after the acknowledgement of
+        ``expected`` (answers overtake each other across reconnects). Only when
+        stale gaps keep coming without any progress for ``ack_timeout_s`` does
+        the log really miss an acknowledged batch (see :meth:`_check_time`).
+        """
+        self.report.gaps += 1
+        if expected not in self.flight:
+            self.stale_gap = expected
+            return
+        for seq, item in self.flight.items():
+            if seq >= expected:
+                item.sent_at = 0.0  # due now; _resend keeps seq order
+
+    def _offsets(self, first: int, last: int) -> None:
+        if first < 0:
+            return  # held, then deleted by retention: no offsets to report
+        report = self.report
+        report.first_offset = (
+            first if report.first_offset < 0 else min(report.first_offset, first)
+        )
+        report.last_offset = max(report.last_offset, last)

@@ -4,9 +4,12 @@
 clients use DEALER sockets, see :class:`~operators.streaming.client.IngestClient`).
 A request is two frames:
 
-1. a JSON header: ``{"producer": "<id>", "seq": <int>}`` (``seq`` increases per
-   producer; a resend repeats it), or ``{"type": "end", "producer": "<id>"}`` when a
-   producer is done, or ``{"type": "ping"}``;
+1. a JSON header: ``{"producer": "<id>", "seq": <int>, "first_seq": <int>}``
+   (``seq`` counts up by one per batch from the producer's ``first_seq``; a resend
+   repeats it), or ``{"type": "hello", "producer": "<id>"}`` (answered with the
+   producer's ``high_water`` and ``first_seq`` in the log, or nulls), or
+   ``{"type": "end", "producer": "<id>"}`` when a producer is done, or
+   ``{"type": "ping"}`` (see :mod:`operators.streaming.protocol`);
 2. an Arrow IPC stream holding the update batch, in the ``storage.updates`` schema
    (``kind`` int8, ``src``/``dst``/``node`` int64, optional ``feature``
    fixed-size list of float32, ``event_time`` int64 ms).
@@ -16,11 +19,19 @@ Each batch is checked (frame count and size, header, Arrow decoding, then
 limits), appended to the :class:`~storage.UpdateLog` with its ``(producer, seq)``
 (group commit: one fsync for every batch received together), and only then
 acknowledged with one JSON frame ``{"ok": true, "seq", "first_offset",
-"last_offset", "duplicate"}``. A resend of a logged ``seq`` is acknowledged with
-the original offsets and logged nothing (``duplicate: true``), so a producer may
-resend until acknowledged and every batch enters the log exactly once. A bad frame
-gets ``{"ok": false, "seq", "error": "<reason>"}``, is counted by reason, and the
-endpoint keeps serving; a full log answers ``"retry": true``.
+"last_offset", "duplicate"}``.
+
+Exactly once, whatever the order of arrival: the log takes a producer's batches in
+seq order only. A batch at or below the producer's high-water mark is one the log
+holds: it is acknowledged with its original offsets (``-1`` once retention deleted
+it) and logged nothing (``duplicate: true``). A batch that arrives before an earlier
+one (after a reconnect, a batch sent later can overtake resends) is not logged: the
+answer ``{"ok": false, "gap": true, "expected": <seq>}`` tells the producer to send
+from ``expected`` on, in order. So a producer may resend until acknowledged, every
+batch enters the log exactly once, and "duplicate" is never said of a batch that
+was lost. A bad frame gets ``{"ok": false, "seq", "error": "<reason>"}``, is counted
+by reason, and the endpoint keeps serving; a full log (the quota, see
+:class:`~storage.LogConfig`) answers ``"retry": true``: backpressure.
 
 :class:`IngestServer` is the endpoint itself (usable alone: benchmarks, tools);
 :class:`ZmqIngest` is the source step that runs one and emits the logged batches.
@@ -44,6 +55,7 @@ Examples:
 from __future__ import annotations
 
 import json
+import logging
 import tempfile
 import time
 from collections import Counter
@@ -58,12 +70,21 @@ import zmq
 from engine.operator import IDLE, Operator, StepContext
 from operators.streaming.items import TICK, UPDATES
 from operators.streaming.offsets import LogPosition
+from operators.streaming.protocol import (
+    EndRequest,
+    HelloRequest,
+    PingRequest,
+    ProtocolError,
+    parse_request,
+)
 from operators.streaming.setup import Setup
 from operators.streaming.windows import wall_ms
 from storage import (
+    DEFAULT_MAX_LOG_BYTES,
+    AppendResult,
     LogConfig,
-    LogError,
     LogFullError,
+    LogSeqGapError,
     StorageError,
     UpdateLimits,
     UpdateLog,
@@ -71,6 +92,10 @@ from storage import (
 )
 
 DEFAULT_ENDPOINT = "tcp://127.0.0.1:5555"
+_logger = logging.getLogger("strata.ingest")
+
+#: A parsed batch waiting to be logged: (peer, seq, producer, batch, first_seq).
+_Pending = tuple[bytes, int, str, pa.RecordBatch, int]
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,6 +143,7 @@ class IngestServer:
         self.accepted_batches = 0
         self.accepted_rows = 0
         self.duplicates = 0
+        self.gaps = 0
         self.rejected: Counter[str] = Counter()
         self.requests = 0
         self.producers: set[str] = set()
@@ -140,7 +166,7 @@ class IngestServer:
         self.requests += len(requests)
         arrival = wall_ms()
         replies: list[tuple[bytes, dict[str, Any]]] = []
-        pending: list[tuple[bytes, int, str, pa.RecordBatch]] = []
+        pending: list[_Pending] = []
         for frames in requests:
             peer = bytes(frames[0].buffer)
             parsed = self._parse(frames[1:])
@@ -159,150 +185,112 @@ class IngestServer:
 
     def _parse(
         self, frames: list[Any]
-    ) -> dict[str, Any] | tuple[int, str, pa.RecordBatch]:
-        """A ``(seq, producer, batch)`` to log, or the reply to send right away."""
-        if not frames or len(frames) > 2:
-            return self._reject("frames", None, f"expected 2 frames, got {len(frames)}")
+    ) -> dict[str, Any] | tuple[int, str, pa.RecordBatch, int]:
+        """A ``(seq, producer, batch, first_seq)`` to log, or the reply to send now.
+
+        Nothing raises, whatever the frames: a bad request is a reject (counted by
+        its reason), and so is a failure of the server's own code while answering
+        one (counted as ``internal`` and logged with its traceback).
+        """
+        seq: int | None = None
         try:
-            header = json.loads(bytes(frames[0].buffer))
-        except (UnicodeDecodeError, ValueError) as exc:
-            return self._reject("header", None, f"not JSON ({exc})")
-        if not isinstance(header, dict):
-            return self._reject("header", None, "expected a JSON object")
-        kind = header.get("type", "batch")
-        if kind == "ping":
-            return {"ok": True, "type": "pong", "next_offset": self.log.next_offset}
-        producer = header.get("producer")
-        seq = header.get("seq")
-        if not isinstance(producer, str) or not producer or len(producer) > 256:
-            return self._reject("header", seq, "expected a producer id (1-256 chars)")
-        if kind == "end":
-            self.ended.add(producer)
-            return {"ok": True, "type": "end", "producer": producer}
-        if (
-            kind != "batch"
-            or not isinstance(seq, int)
-            or isinstance(seq, bool)
-            or seq < 0
-        ):
-            return self._reject("header", seq, "expected an integer seq >= 0")
-        if len(frames) != 2:
-            return self._reject("frames", seq, "expected a header and an Arrow frame")
-        self.producers.add(producer)
-        payload = frames[1].buffer
-        if len(payload) > self.max_frame_bytes:
-            return self._reject(
-                "size", seq, f"{len(payload)} bytes > limit {self.max_frame_bytes}"
+            request = parse_request(
+                [f.buffer if isinstance(f, zmq.Frame) else f for f in frames]
             )
-        try:
-            with pa.ipc.open_stream(pa.py_buffer(payload)) as reader:
-                table = reader.read_all()
-            table.validate(full=True)  # corrupt buffers must not reach compute kernels
-            batch = validate_updates(table, self.limits)
-        except StorageError as exc:
-            return self._reject("invalid", seq, str(exc))
-        except Exception as exc:  # untrusted bytes: any decoding failure is a reject
-            return self._reject("arrow", seq, (str(exc) or type(exc).__name__)[:200])
-        return seq, producer, batch
+            if isinstance(request, PingRequest):
+                return {"ok": True, "type": "pong", "next_offset": self.log.next_offset}
+            if isinstance(request, HelloRequest):
+                producer = request.producer
+                self.producers.add(producer)  # it is expected to send "end"
+                return {
+                    "ok": True,
+                    "type": "hello",
+                    "producer": producer,
+                    "high_water": self.log.high_water(producer),
+                    "first_seq": self.log.first_seq(producer),
+                }
+            if isinstance(request, EndRequest):
+                self.ended.add(request.producer)
+                return {"ok": True, "type": "end", "producer": request.producer}
+            seq = request.seq
+            self.producers.add(request.producer)
+            size = memoryview(request.payload).nbytes
+            if size > self.max_frame_bytes:
+                return self._reject(
+                    "size", seq, f"{size} bytes > limit {self.max_frame_bytes}"
+                )
+            try:
+                with pa.ipc.open_stream(pa.py_buffer(request.payload)) as reader:
+                    table = reader.read_all()
+                table.validate(full=True)  # corrupt buffers must not reach kernels
+                batch = validate_updates(table, self.limits)
+            except StorageError as exc:
+                return self._reject("invalid", seq, str(exc))
+            except Exception as exc:  # untrusted bytes: a decoding failure is a reject
+                detail = (str(exc) or type(exc).__name__)[:200]
+                return self._reject("arrow", seq, detail)
+            return seq, request.producer, batch, request.first_seq
+        except ProtocolError as exc:
+            return self._reject(exc.reason, exc.seq, exc.detail)
+        except Exception as exc:  # the server's own bug: counted, logged, answered
+            _logger.exception("ingest endpoint %s: a request failed", self.endpoint)
+            return self._reject("internal", seq, f"{type(exc).__name__}: {exc}"[:200])
 
     def _append(
         self,
-        pending: list[tuple[bytes, int, str, pa.RecordBatch]],
+        pending: list[_Pending],
         replies: list[tuple[bytes, dict[str, Any]]],
         arrival: int,
     ) -> list[Accepted]:
-        if not pending:
-            return []
-        items = [(batch, producer, seq) for _, seq, producer, batch in pending]
-        try:
-            results = self.log.append_many(items)
-        except LogFullError as exc:  # retryable: the producer resends later
-            for peer, seq, *_ in pending:
-                self.rejected["full"] += 1
-                replies.append(
-                    (
-                        peer,
-                        {
-                            "ok": False,
-                            "seq": seq,
-                            "retry": True,
-                            "error": f"full: {exc}",
-                        },
-                    )
-                )
-            return []
-        except LogError:  # e.g. a seq below the high-water mark, truncated away
-            return self._append_one_by_one(pending, replies, arrival)
-        return self._acks(pending, results, replies, arrival)
+        """Log the parsed batches in arrival order with one sync; queue the replies.
 
-    def _append_one_by_one(
-        self,
-        pending: list[tuple[bytes, int, str, pa.RecordBatch]],
-        replies: list[tuple[bytes, dict[str, Any]]],
-        arrival: int,
-    ) -> list[Accepted]:
-        accepted: list[Accepted] = []
+        Every acknowledgement, a resend's included, waits for the group's sync, so
+        no batch is acknowledged before it is durable. The log decides each batch:
+        next in its producer's seq order (logged), at or below the high-water mark
+        (held: a duplicate), past the next expected seq (a gap: nothing logged, the
+        producer is told which seq the log expects), or refused.
+        """
+        logged: list[tuple[_Pending, AppendResult]] = []
         for item in pending:
-            peer, seq, producer, batch = item
+            peer, seq, producer, batch, first_seq = item
             try:
-                result = self.log.append(batch, producer_id=producer, seq=seq)
-            except LogFullError as exc:
+                result = self.log.append(
+                    batch,
+                    producer_id=producer,
+                    seq=seq,
+                    first_seq=first_seq,
+                    sync=False,
+                )
+            except LogFullError as exc:  # backpressure: the producer retries later
                 self.rejected["full"] += 1
-                replies.append(
-                    (
-                        peer,
-                        {
-                            "ok": False,
-                            "seq": seq,
-                            "retry": True,
-                            "error": f"full: {exc}",
-                        },
-                    )
-                )
-                continue
-            except LogError as exc:
-                high = self.log.high_water(producer)
-                if high is not None and seq <= high:  # delivered, then truncated
-                    self.duplicates += 1
-                    replies.append(
-                        (
-                            peer,
-                            {
-                                "ok": True,
-                                "seq": seq,
-                                "duplicate": True,
-                                "first_offset": -1,
-                                "last_offset": -1,
-                            },
-                        )
-                    )
-                else:
-                    replies.append((peer, self._reject("log", seq, str(exc))))
-                continue
-            accepted += self._acks([item], [result], replies, arrival)
-        return accepted
-
-    def _acks(
-        self,
-        pending: list[tuple[bytes, int, str, pa.RecordBatch]],
-        results: list[Any],
-        replies: list[tuple[bytes, dict[str, Any]]],
-        arrival: int,
-    ) -> list[Accepted]:
+                reply: dict[str, Any] = {"ok": False, "seq": seq, "retry": True}
+                replies.append((peer, {**reply, "error": f"full: {exc}"}))
+            except LogSeqGapError as exc:  # an earlier batch is missing: resend it
+                self.gaps += 1
+                reply = {
+                    "ok": False,
+                    "seq": seq,
+                    "gap": True,
+                    "expected": exc.expected,
+                    "error": f"gap: {exc}",
+                }
+                replies.append((peer, reply))
+            except StorageError as exc:  # below the producer's first seq, limits
+                replies.append((peer, self._reject("log", seq, str(exc))))
+            else:
+                logged.append((item, result))
+        if logged:
+            self.log.commit()  # a failed sync raises: nothing below is acknowledged
         accepted = []
-        for (peer, seq, _, batch), result in zip(pending, results, strict=True):
-            replies.append(
-                (
-                    peer,
-                    {
-                        "ok": True,
-                        "seq": seq,
-                        "first_offset": result.first_offset,
-                        "last_offset": result.last_offset,
-                        "duplicate": result.duplicate,
-                    },
-                )
-            )
+        for (peer, seq, _, batch, _), result in logged:
+            reply = {
+                "ok": True,
+                "seq": seq,
+                "first_offset": result.first_offset,
+                "last_offset": result.last_offset,
+                "duplicate": result.duplicate,
+            }
+            replies.append((peer, reply))
             if result.duplicate:
                 self.duplicates += 1
                 continue
@@ -323,6 +311,7 @@ class IngestServer:
             "accepted_batches": self.accepted_batches,
             "accepted_rows": self.accepted_rows,
             "duplicates": self.duplicates,
+            "gaps": self.gaps,
             "rejected": sum(self.rejected.values()),
         }
         out.update({f"rejected_{k}": v for k, v in sorted(self.rejected.items())})
@@ -353,10 +342,16 @@ class ZmqIngest(LogPosition, Operator[None, dict[str, Any]]):
         limits: Validation limits of incoming batches.
         max_frame_bytes: Largest accepted payload.
         max_updates: Stop once the log holds this many rows.
-        stop_on_end: Stop when a producer sends ``end``.
+        stop_on_end: Stop when a producer sends ``end``: once every producer
+            that sent a batch to this run did (or ``expected_producers`` did).
+        expected_producers: With ``stop_on_end``, stop only once this many
+            distinct producers sent ``end`` to this run.
         idle_timeout_s: Stop after this long without a request.
         tick_ms: Emit a ``tick`` this often while idle.
         segment_bytes: Log segment size.
+        max_log_bytes: The log's disk quota (None: unbounded). When it is full,
+            producers are answered "retry" until a completed checkpoint lets
+            retention delete the segments below it.
     """
 
     def __init__(
@@ -369,9 +364,11 @@ class ZmqIngest(LogPosition, Operator[None, dict[str, Any]]):
         max_frame_bytes: int = 16 << 20,
         max_updates: int | None = None,
         stop_on_end: bool = True,
+        expected_producers: int | None = None,
         idle_timeout_s: float | None = None,
         tick_ms: int = 100,
         segment_bytes: int = 64 << 20,
+        max_log_bytes: int | None = DEFAULT_MAX_LOG_BYTES,
     ) -> None:
         self.log_path = str(log_path)
         self.endpoint = endpoint
@@ -380,9 +377,11 @@ class ZmqIngest(LogPosition, Operator[None, dict[str, Any]]):
         self.max_frame_bytes = max_frame_bytes
         self.max_updates = max_updates
         self.stop_on_end = stop_on_end
+        self.expected_producers = expected_producers
         self.idle_timeout_s = idle_timeout_s
         self.tick_ms = tick_ms
         self.segment_bytes = segment_bytes
+        self.max_log_bytes = max_log_bytes
         LogPosition.__init__(self, offset=0)
         self._log: UpdateLog | None = None
         self._ctx: StepContext | None = None
@@ -396,7 +395,11 @@ class ZmqIngest(LogPosition, Operator[None, dict[str, Any]]):
         yield from self.init_once(self.setup)
         if not self.log_path:  # no directory given: a fresh temporary log
             self.log_path = str(Path(tempfile.mkdtemp(prefix="strata-ingest-")) / "log")
-        config = LogConfig(segment_bytes=self.segment_bytes, limits=None)  # validated
+        config = LogConfig(  # batches are validated by the server: limits=None
+            segment_bytes=self.segment_bytes,
+            max_log_bytes=self.max_log_bytes,
+            limits=None,
+        )
         self._log = UpdateLog(self.log_path, config)
         try:
             for first, batch in self._log.read(self.offset):
@@ -446,10 +449,12 @@ class ZmqIngest(LogPosition, Operator[None, dict[str, Any]]):
     def _finished(self, server: IngestServer) -> bool:
         if self.max_updates is not None and self.offset >= self.max_updates:
             return True
+        if not self.stop_on_end:
+            return False
+        if self.expected_producers is not None:
+            return len(server.ended) >= self.expected_producers
         # every producer that sent a batch said it is done
-        return (
-            self.stop_on_end and bool(server.ended) and server.producers <= server.ended
-        )
+        return bool(server.ended) and server.producers <= server.ended
 
     def _count(self, server: IngestServer) -> None:
         if self._ctx is not None:

@@ -55,15 +55,25 @@ def read_update_file(path: str | Path) -> pa.Table:
     """
     file = Path(path)
     suffix = file.suffix.lower()
-    if suffix in (".parquet", ".pq"):
-        raw = pq.read_table(file)
-    elif suffix in (".csv", ".tsv"):
-        options = pacsv.ParseOptions(delimiter="\t" if suffix == ".tsv" else ",")
-        raw = pacsv.read_csv(file, parse_options=options)
-    else:
+    if suffix not in (".parquet", ".pq", ".csv", ".tsv"):
         raise OperatorError.build(
             "path", _WHERE, ".parquet, .pq, .csv or .tsv", repr(file.name)
         )
+    if not file.is_file():
+        got = "a directory" if file.is_dir() else "no such file"
+        raise OperatorError.build("path", _WHERE, f"a file at {file}", got)
+    try:
+        if suffix in (".parquet", ".pq"):
+            raw = pq.read_table(file)
+        else:
+            delimiter = "\t" if suffix == ".tsv" else ","
+            options = pacsv.ParseOptions(delimiter=delimiter)
+            raw = pacsv.read_csv(file, parse_options=options)
+    except (pa.ArrowException, OSError, ValueError) as exc:  # not that format
+        kind = "Parquet" if suffix in (".parquet", ".pq") else "CSV/TSV"
+        raise OperatorError.build(
+            "file", f"{_WHERE}({file})", f"a {kind} update table", str(exc)[:200]
+        ) from None
     return _normalise(raw)
 
 

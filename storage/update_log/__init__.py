@@ -4,9 +4,16 @@ See :mod:`storage.update_log.log` for the guarantees and
 :mod:`storage.update_log._format` for the on-disk layout.
 """
 
-from storage.update_log.errors import LogCorruptError, LogError, LogFullError
+from storage.update_log._format import MAX_SEQ
+from storage.update_log.errors import (
+    LogCorruptError,
+    LogError,
+    LogFullError,
+    LogSeqGapError,
+)
 from storage.update_log.log import UpdateLog
 from storage.update_log.types import (
+    DEFAULT_MAX_LOG_BYTES,
     AppendResult,
     LogConfig,
     LogRecord,
@@ -14,12 +21,15 @@ from storage.update_log.types import (
 )
 
 __all__ = [
+    "DEFAULT_MAX_LOG_BYTES",
+    "MAX_SEQ",
     "AppendResult",
     "LogConfig",
     "LogCorruptError",
     "LogError",
     "LogFullError",
     "LogRecord",
+    "LogSeqGapError",
     "RecoveryReport",
     "UpdateLog",
 ]

@@ -10,9 +10,11 @@ A segment file ``<base_offset, 20 digits>.seg`` is a header followed by records:
              | payload (one Arrow IPC stream holding one record batch)
 
 All integers are little-endian. The header's snapshot maps each producer id to
-``[high-water seq, first_offset, last_offset]`` as of the segment's start, so the
-dedup state can be rebuilt from the last segment alone. A record's CRC covers its
-length, so a torn or overwritten length cannot pass as a shorter record.
+``[high-water seq, first_offset, last_offset, first seq]`` as of the segment's start
+(the high-water record's offsets; segments written before the fourth field was added
+read as first seq 0), so the dedup state can be rebuilt from the last segment alone.
+A record's CRC covers its length, so a torn or overwritten length cannot pass as a
+shorter record.
 """
 
 from __future__ import annotations
@@ -36,8 +38,12 @@ BODY_HEADER_SIZE = _BODY.size
 # A record longer than this is a damaged length field, not a real record.
 MAX_BODY_BYTES = 1 << 31
 NO_SEQ = -1
+#: Largest ``seq`` a record can store (a signed 64-bit field).
+MAX_SEQ = (1 << 63) - 1
+#: Longest producer id a record can store (a u16 length field).
+MAX_PRODUCER_BYTES = (1 << 16) - 1
 
-ProducerSnapshot = dict[str, tuple[int, int, int]]
+ProducerSnapshot = dict[str, tuple[int, int, int, int]]
 
 
 def segment_name(base_offset: int) -> str:
@@ -89,7 +95,10 @@ def decode_file_header(data: bytes) -> FileHeader | str:
     if zlib.crc32(data[:end]) != crc:
         return "a segment header with a bad checksum"
     raw = json.loads(data[_FILE_FIXED.size : end])
-    producers = {pid: (int(v[0]), int(v[1]), int(v[2])) for pid, v in raw.items()}
+    producers = {
+        pid: (int(v[0]), int(v[1]), int(v[2]), int(v[3]) if len(v) > 3 else 0)
+        for pid, v in raw.items()
+    }
     return FileHeader(base_offset=base, producers=producers, size=end + 4)
 
 

@@ -24,3 +24,18 @@ class LogFullError(LogError):
     """
 
     retryable = True
+
+
+class LogSeqGapError(LogError):
+    """A producer's batch arrived before an earlier one; nothing was written.
+
+    The log takes each producer's batches in seq order only (so that "already
+    logged" is always true of a seq at or below the high-water mark). The producer
+    sends :attr:`expected` and what follows, in order, then this one again.
+    """
+
+    retryable = True
+
+    def __init__(self, message: str, expected: int) -> None:
+        super().__init__(message)
+        self.expected = expected

@@ -17,10 +17,15 @@ its end with nothing intact after it is a torn tail and is truncated away (repor
 :attr:`UpdateLog.recovery`); damage followed by an intact record is data loss in the
 middle of the log and raises :class:`LogCorruptError` naming the file and byte position.
 
-Exactly-once ingest. An append with ``(producer_id, seq)`` where ``seq`` is at or below
-the producer's high-water mark is a resend: it writes nothing and returns the original
-offsets. High-water marks live in every segment header, so they survive restarts and
-retention. Producers must number their batches with increasing ``seq``.
+Exactly-once ingest. Appends with ``(producer_id, seq)`` are taken in seq order only:
+``seq`` must be the producer's high-water mark plus one (its ``first_seq`` when the log
+has not seen it). An append at or below the high-water mark is a resend of a batch the
+log holds: it writes nothing and returns the original offsets (``(-1, -1)`` once
+retention deleted it). An append past the next expected seq raises
+:class:`LogSeqGapError` naming the expected seq, and writes nothing: "duplicate" is
+therefore only ever said of a batch that was really logged, whatever order batches
+arrive in. High-water marks live in every segment header, so they survive restarts and
+retention.
 
 Examples:
     >>> import tempfile, numpy as np
@@ -31,9 +36,15 @@ Examples:
     ...                producer_id="p", seq=1)
     ...     log.append(edge_updates(np.array([2]), np.array([0]), event_time=0),
     ...                producer_id="p", seq=1)  # a resend: nothing written
+    ...     try:
+    ...         log.append(edge_updates(np.array([2]), np.array([0]), event_time=0),
+    ...                    producer_id="p", seq=3)  # seq 2 must come first
+    ...     except LogSeqGapError as gap:
+    ...         print("expected", gap.expected)
     ...     [(first, b.num_rows) for first, b in log.read(1)]
     AppendResult(first_offset=0, last_offset=1, duplicate=False)
     AppendResult(first_offset=0, last_offset=1, duplicate=True)
+    expected 2
     [(1, 1)]
 """
 
@@ -56,9 +67,14 @@ import pyarrow.compute as pc
 from storage.errors import format_error
 from storage.update_log import _format as fmt
 from storage.update_log._files import TMP_SUFFIX, fsync_dir, pwrite_all, write_atomic
-from storage.update_log._producers import ProducerTable
+from storage.update_log._producers import ProducerTable, SeqBelowStart, SeqGap
 from storage.update_log._segment import Segment
-from storage.update_log.errors import LogCorruptError, LogError, LogFullError
+from storage.update_log.errors import (
+    LogCorruptError,
+    LogError,
+    LogFullError,
+    LogSeqGapError,
+)
 from storage.update_log.types import AppendResult, LogConfig, LogRecord, RecoveryReport
 from storage.updates import validate_updates
 
@@ -285,7 +301,13 @@ class UpdateLog:
 
     def high_water(self, producer_id: str) -> int | None:
         """The highest ``seq`` logged for ``producer_id``, or None if never seen."""
-        return self._producers.high_water(producer_id)
+        with self._lock:
+            return self._producers.high_water(producer_id)
+
+    def first_seq(self, producer_id: str) -> int | None:
+        """The first ``seq`` logged for ``producer_id``, or None if never seen."""
+        with self._lock:
+            return self._producers.first_seq(producer_id)
 
     # ------------------------------------------------------------------ appending
     def append(
@@ -294,6 +316,7 @@ class UpdateLog:
         *,
         producer_id: str | None = None,
         seq: int | None = None,
+        first_seq: int | None = None,
         sync: bool = True,
     ) -> AppendResult:
         """Append one batch as one record; with ``sync``, return once it is durable.
@@ -301,38 +324,49 @@ class UpdateLog:
         Args:
             batch: an update batch (``storage.updates`` schema), at least one row.
             producer_id: who sent it; with ``seq`` it makes the append idempotent.
-            seq: the producer's batch number, increasing per producer.
+            seq: the producer's batch number: its high-water mark plus one, or at
+                most the high-water mark for a resend.
+            first_seq: the seq a producer the log has not seen must start with;
+                None lets it start anywhere (callers that append in order).
             sync: fdatasync before returning (default). With ``False`` the record
                 becomes durable and readable at the next :meth:`commit`.
 
         Returns:
-            The record's offsets, or the original ones for an already-logged seq.
+            The record's offsets, or the original ones for an already-logged seq
+            (``(-1, -1)`` when retention has deleted it).
 
         Raises:
             UpdateError: when the batch fails ``config.limits``.
             LogFullError: when the quota or the disk is full (retryable).
-            LogError: when the log is closed, readonly, or failed to sync.
+            LogSeqGapError: when ``seq`` is past the next expected seq (retryable
+                once the earlier seqs are logged).
+            LogError: when the log is closed, readonly, or failed to sync, or
+                ``seq`` lies below the producer's first logged seq or out of range.
         """
         with self._lock:
-            result = self._append(batch, producer_id, seq)
+            result = self._append(batch, producer_id, seq, first_seq)
             if sync and self._next > self._committed:  # a resend's original, too
                 self._sync()
             return result
 
     def append_many(
-        self, items: Iterable[tuple[pa.RecordBatch, str | None, int | None]]
+        self,
+        items: Iterable[tuple[pa.RecordBatch, str | None, int | None]],
+        *,
+        first_seq: int | None = None,
     ) -> list[AppendResult]:
         """Append ``(batch, producer_id, seq)`` items with one sync (group commit).
 
         If an item fails, the items before it stay logged and are committed before
         the error propagates; resending them with the same ``(producer_id, seq)``
-        returns their offsets without logging them twice.
+        returns their offsets without logging them twice. ``first_seq`` is as in
+        :meth:`append`, for every item.
         """
         with self._lock:
             results: list[AppendResult] = []
             try:
                 for batch, producer_id, seq in items:
-                    results.append(self._append(batch, producer_id, seq))
+                    results.append(self._append(batch, producer_id, seq, first_seq))
             finally:
                 if self._next > self._committed and self._broken is None:
                     self._sync()
@@ -360,7 +394,11 @@ class UpdateLog:
             )
 
     def _append(
-        self, batch: pa.RecordBatch, producer_id: str | None, seq: int | None
+        self,
+        batch: pa.RecordBatch,
+        producer_id: str | None,
+        seq: int | None,
+        first_seq: int | None = None,
     ) -> AppendResult:
         self._check_writable()
         if (producer_id is None) != (seq is None):
@@ -368,9 +406,16 @@ class UpdateLog:
                 "producer_id/seq", "both or neither", f"{producer_id!r}/{seq!r}"
             )
         if producer_id is not None and seq is not None:
-            if seq < 0:
-                raise self._error("seq", "seq >= 0", str(seq))
-            original = self._find_logged(producer_id, seq)
+            for name, value in (("seq", seq), ("first_seq", first_seq)):
+                if value is not None and not 0 <= value <= fmt.MAX_SEQ:
+                    raise self._error(name, f"0 <= {name} <= 2**63 - 1", str(value))
+            if len(producer_id.encode()) > fmt.MAX_PRODUCER_BYTES:
+                raise self._error(
+                    "producer_id",
+                    f"at most {fmt.MAX_PRODUCER_BYTES} UTF-8 bytes",
+                    f"{len(producer_id.encode())} bytes",
+                )
+            original = self._find_logged(producer_id, seq, first_seq)
             if original is not None:
                 self.duplicates += 1
                 return AppendResult(*original, duplicate=True)
@@ -434,18 +479,32 @@ class UpdateLog:
                 "retryable: truncate_before(checkpoint offset) frees sealed segments",
             )
 
-    def _find_logged(self, producer_id: str, seq: int) -> tuple[int, int] | None:
-        """Offsets of an already-logged ``(producer_id, seq)``; None if it is new."""
+    def _find_logged(
+        self, producer_id: str, seq: int, first_seq: int | None
+    ) -> tuple[int, int] | None:
+        """Offsets of an already-logged ``(producer_id, seq)``; None if it is next."""
         try:
-            return self._producers.find(producer_id, seq, self._segments)
-        except KeyError:
+            return self._producers.find(producer_id, seq, self._segments, first_seq)
+        except SeqGap as gap:
+            high = self._producers.high_water(producer_id)
+            raise LogSeqGapError(
+                format_error(
+                    "seq",
+                    self._where,
+                    f"{gap.expected} (the next seq of producer {producer_id!r})",
+                    f"{seq}",
+                    "batches are logged in seq order: send the missing ones first"
+                    if high is not None
+                    else f"a new producer starts at its first seq {gap.expected}",
+                ),
+                gap.expected,
+            ) from None
+        except SeqBelowStart as below:
             raise self._error(
                 "seq",
-                f"a new seq (> {self._producers.high_water(producer_id)}) or one "
-                "still in the log",
-                f"{seq} of producer {producer_id!r}, never logged or truncated away",
-                "seqs must increase per producer; a batch below the high-water mark "
-                "is treated as already delivered",
+                f"a seq >= {below.start}, the first logged for {producer_id!r}",
+                str(seq),
+                "a seq below a producer's first batch was never logged",
             ) from None
 
     def _sync(self) -> None:

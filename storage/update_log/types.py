@@ -7,7 +7,12 @@ from typing import NamedTuple
 
 import pyarrow as pa
 
+from storage.errors import format_error
+from storage.update_log.errors import LogError
 from storage.updates import UpdateLimits
+
+#: The default disk quota of an update log: bounded unless asked otherwise.
+DEFAULT_MAX_LOG_BYTES = 1 << 30
 
 
 @dataclass(frozen=True, slots=True)
@@ -17,8 +22,11 @@ class LogConfig:
     Attributes:
         segment_bytes: a segment is sealed and a new one started once the next
             record would grow it past this size (a larger record gets its own).
-        max_log_bytes: disk quota over all segments; ``None`` for none. An append
-            that would exceed it raises :class:`LogFullError` and writes nothing.
+        max_log_bytes: disk quota over all segments (default
+            :data:`DEFAULT_MAX_LOG_BYTES`, 1 GiB); ``None`` for none. An append that
+            would exceed it raises :class:`LogFullError` and writes nothing: an
+            ingestion endpoint then answers producers "retry" (backpressure) until
+            retention (``truncate_before``, after a checkpoint) frees space.
         limits: what appended batches must satisfy (``validate_updates``); ``None``
             skips validation (for callers that validated already).
         dedup_window: resent ``seq`` values per producer answered from memory; older
@@ -26,9 +34,17 @@ class LogConfig:
     """
 
     segment_bytes: int = 64 << 20
-    max_log_bytes: int | None = None
+    max_log_bytes: int | None = DEFAULT_MAX_LOG_BYTES
     limits: UpdateLimits | None = field(default_factory=UpdateLimits)
     dedup_window: int = 1024
+
+    def __post_init__(self) -> None:
+        for name in ("segment_bytes", "max_log_bytes", "dedup_window"):
+            value = getattr(self, name)
+            if value is not None and value < 1:
+                raise LogError(
+                    format_error(name, "LogConfig", "a value >= 1", str(value))
+                )
 
 
 @dataclass(frozen=True, slots=True)

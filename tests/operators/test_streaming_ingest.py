@@ -90,7 +90,8 @@ def test_batches_are_logged_once_and_acknowledged_with_offsets(
         report = client.send_all(batches, window=4)
         again = client.send_all(batches[:6], window=4)  # a producer restarting
     assert (report.acked_rows, report.first_offset, report.last_offset) == (20, 0, 19)
-    assert (again.acked_rows, again.duplicate_batches, again.first_offset) == (0, 6, 0)
+    assert (again.acked_rows, again.duplicate_batches, again.held_batches) == (0, 6, 6)
+    assert again.first_offset == -1  # held batches are skipped, not sent again
     served.close()
     with UpdateLog(tmp_path / "log", readonly=True) as log:
         logged = pa.Table.from_batches([b for _, b in log.read(0)])
@@ -218,7 +219,7 @@ def test_corrupted_arrow_payloads_are_rejected_or_valid(flips, cut, tmp_path_fac
             reply = client.receive(2000)
             assert reply is not None
             assert reply["ok"] == bool(accepted)
-            client.send_frames(good(2))
+            client.send_frames(good(1))
             assert len(server.serve_once(2000)) == 1
     finally:
         server.close()
@@ -282,6 +283,8 @@ def test_strata_ingest_sends_a_file(served, tmp_path, suffix, capsys) -> None:
     args = parser.parse_args([served.server.endpoint, str(path), "--batch-rows", "40"])
     assert command.run(args) == 0
     out = capsys.readouterr().out
-    assert "250 rows acknowledged (offsets 0..249)" in out
+    assert "7 newly logged (250 rows, offsets 0..249)" in out
     assert command.run(args) == 0  # again: every batch is a duplicate
-    assert "0 rows acknowledged" in capsys.readouterr().out
+    assert "0 newly logged (0 rows, offsets -1..-1), 7 already held" in (
+        capsys.readouterr().out
+    )

@@ -15,6 +15,7 @@ from storage.update_log import (
     LogConfig,
     LogError,
     LogFullError,
+    LogSeqGapError,
     UpdateLog,
 )
 from storage.updates import UpdateError, UpdateLimits, edge_updates
@@ -94,17 +95,55 @@ def test_producer_dedup_survives_reopen(tmp_path):
     with UpdateLog(tmp_path, cfg) as log:
         assert log.high_water("a") == 7
         assert log.high_water("b") == 100
+        assert (log.first_seq("a"), log.first_seq("b")) == (0, 100)
         before = log.next_offset
         for s in (7, 3, 0):  # in memory, then looked up in older segments
             again = log.append(batch_of(0, 1), producer_id="a", seq=s)
             assert again == (offsets[s].first_offset, offsets[s].last_offset, True)
         assert log.next_offset == before
         assert log.duplicates == 3
-        assert log.append(batch_of(83, 2), producer_id="a", seq=9) == (83, 84, False)
+        with pytest.raises(LogSeqGapError, match="expected 8") as gap:
+            log.append(batch_of(0, 1), producer_id="a", seq=9)  # 8 comes first
+        assert gap.value.expected == 8
+        assert log.next_offset == before  # nothing written
+        assert log.append(batch_of(83, 2), producer_id="a", seq=8) == (83, 84, False)
+        assert log.append(batch_of(85, 1), producer_id="a", seq=9) == (85, 85, False)
         with pytest.raises(LogError, match="never logged"):
-            log.append(batch_of(0, 1), producer_id="a", seq=8)  # a gap below high water
+            log.append(batch_of(0, 1), producer_id="b", seq=99)  # below b's first
         with pytest.raises(LogError, match="both or neither"):
             log.append(batch_of(0, 1), seq=1)
+
+
+def test_new_producer_must_start_at_its_first_seq(tmp_path):
+    with UpdateLog(tmp_path) as log:
+        with pytest.raises(LogSeqGapError, match="expected 1") as gap:
+            log.append(batch_of(0, 2), producer_id="p", seq=3, first_seq=1)
+        assert gap.value.expected == 1
+        assert log.high_water("p") is None and log.next_offset == 0
+        for seq in (1, 2, 3):
+            assert not log.append(
+                batch_of(0, 2), producer_id="p", seq=seq, first_seq=1
+            ).duplicate
+        assert log.append(batch_of(0, 2), producer_id="p", seq=2, first_seq=1) == (
+            2,
+            3,
+            True,
+        )
+        with pytest.raises(LogError, match="2\\*\\*63"):
+            log.append(batch_of(0, 1), producer_id="p", seq=2**63)
+
+
+def test_resend_of_a_truncated_batch_is_held_without_offsets(tmp_path):
+    cfg = LogConfig(segment_bytes=1000, dedup_window=2)  # old seqs: on disk only
+    with UpdateLog(tmp_path, cfg) as log:
+        for s in range(1, 30):
+            log.append(batch_of(s, 4), producer_id="p", seq=s)
+        start = log.truncate_before(log.committed_offset)
+        assert start > 0
+        assert log.append(batch_of(0, 4), producer_id="p", seq=1) == (-1, -1, True)
+        assert log.append(batch_of(0, 4), producer_id="p", seq=30).first_offset == (
+            log.next_offset - 4
+        )
 
 
 def test_group_commit_makes_appends_visible_together(tmp_path):
