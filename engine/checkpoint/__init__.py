@@ -63,7 +63,11 @@ state holds everything it sent); anything an operator got from such a step, say 
 model from a batch step, must be in its own snapshot or be loaded again in
 ``open()``. With no complete checkpoint the run starts from the beginning. A fresh
 run (``resume=False``) refuses a directory holding complete checkpoints. The run
-report's ``checkpoint`` section has the ids, counts, bytes and seconds.
+report's ``checkpoint`` section has the ids, counts, bytes and seconds, the
+checkpoint resumed from and how many times the run has resumed (``resumes``). Each
+task's entry keeps its work counters as the barrier passed (items, bytes, busy and
+blocked seconds, the operator's counters), and a resumed task starts from them, so
+a resumed run's step counters cover the whole run, replayed items counted once.
 
 *What is not covered.* Side effects of operators (files written, messages sent)
 happen again for the items replayed after a resume: make sinks idempotent, or
