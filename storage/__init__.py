@@ -77,6 +77,7 @@ from storage.update_log import (
     UpdateLog,
 )
 from storage.updates import (
+    MAX_NODES,
     UpdateArrays,
     UpdateError,
     UpdateKind,
@@ -91,6 +92,7 @@ from storage.updates import (
 
 __all__ = [
     "DEFAULT_MAX_LOG_BYTES",
+    "MAX_NODES",
     "AppendResult",
     "ApplyReport",
     "ArrowFeatureStore",

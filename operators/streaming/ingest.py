@@ -60,7 +60,7 @@ import tempfile
 import time
 from collections import Counter
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -81,6 +81,7 @@ from operators.streaming.setup import Setup
 from operators.streaming.windows import wall_ms
 from storage import (
     DEFAULT_MAX_LOG_BYTES,
+    MAX_NODES,
     AppendResult,
     LogConfig,
     LogFullError,
@@ -92,10 +93,30 @@ from storage import (
 )
 
 DEFAULT_ENDPOINT = "tcp://127.0.0.1:5555"
+#: Node ids a streaming job accepts: up to this many times its starting graph's
+#: nodes (at least a million more); larger ids are refused at the endpoint.
+NODE_HEADROOM = 4
 _logger = logging.getLogger("strata.ingest")
 
+
+@dataclass(frozen=True, slots=True)
+class Refused:
+    """Why a well-addressed batch is refused: its payload is bad, its seq is fine.
+
+    The refusal takes the seq's place in the producer's order (the log records
+    it, :meth:`storage.UpdateLog.refuse`), so the producer's next batches are
+    logged, and a resend of it is refused again.
+    """
+
+    reason: str
+    detail: str
+
+    def __str__(self) -> str:
+        return f"{self.reason}: {self.detail}"
+
+
 #: A parsed batch waiting to be logged: (peer, seq, producer, batch, first_seq).
-_Pending = tuple[bytes, int, str, pa.RecordBatch, int]
+_Pending = tuple[bytes, int, str, "pa.RecordBatch | Refused", int]
 
 
 @dataclass(frozen=True, slots=True)
@@ -185,7 +206,7 @@ class IngestServer:
 
     def _parse(
         self, frames: list[Any]
-    ) -> dict[str, Any] | tuple[int, str, pa.RecordBatch, int]:
+    ) -> dict[str, Any] | tuple[int, str, pa.RecordBatch | Refused, int]:
         """A ``(seq, producer, batch, first_seq)`` to log, or the reply to send now.
 
         Nothing raises, whatever the frames: a bad request is a reject (counted by
@@ -214,27 +235,28 @@ class IngestServer:
                 return {"ok": True, "type": "end", "producer": request.producer}
             seq = request.seq
             self.producers.add(request.producer)
-            size = memoryview(request.payload).nbytes
-            if size > self.max_frame_bytes:
-                return self._reject(
-                    "size", seq, f"{size} bytes > limit {self.max_frame_bytes}"
-                )
-            try:
-                with pa.ipc.open_stream(pa.py_buffer(request.payload)) as reader:
-                    table = reader.read_all()
-                table.validate(full=True)  # corrupt buffers must not reach kernels
-                batch = validate_updates(table, self.limits)
-            except StorageError as exc:
-                return self._reject("invalid", seq, str(exc))
-            except Exception as exc:  # untrusted bytes: a decoding failure is a reject
-                detail = (str(exc) or type(exc).__name__)[:200]
-                return self._reject("arrow", seq, detail)
+            batch = self._decode(request.payload)
             return seq, request.producer, batch, request.first_seq
         except ProtocolError as exc:
             return self._reject(exc.reason, exc.seq, exc.detail)
         except Exception as exc:  # the server's own bug: counted, logged, answered
             _logger.exception("ingest endpoint %s: a request failed", self.endpoint)
             return self._reject("internal", seq, f"{type(exc).__name__}: {exc}"[:200])
+
+    def _decode(self, payload: Any) -> pa.RecordBatch | Refused:
+        """The update batch in ``payload``, or why it is refused."""
+        size = memoryview(payload).nbytes
+        if size > self.max_frame_bytes:
+            return Refused("size", f"{size} bytes > limit {self.max_frame_bytes}")
+        try:
+            with pa.ipc.open_stream(pa.py_buffer(payload)) as reader:
+                table = reader.read_all()
+            table.validate(full=True)  # corrupt buffers must not reach kernels
+            return validate_updates(table, self.limits)
+        except StorageError as exc:
+            return Refused("invalid", str(exc))
+        except Exception as exc:  # untrusted bytes: a decoding failure is a refusal
+            return Refused("arrow", (str(exc) or type(exc).__name__)[:200])
 
     def _append(
         self,
@@ -254,13 +276,18 @@ class IngestServer:
         for item in pending:
             peer, seq, producer, batch, first_seq = item
             try:
-                result = self.log.append(
-                    batch,
-                    producer_id=producer,
-                    seq=seq,
-                    first_seq=first_seq,
-                    sync=False,
-                )
+                if isinstance(batch, Refused):  # holds its seq's place, no rows
+                    result = self.log.refuse(
+                        producer, seq, str(batch), first_seq=first_seq, sync=False
+                    )
+                else:
+                    result = self.log.append(
+                        batch,
+                        producer_id=producer,
+                        seq=seq,
+                        first_seq=first_seq,
+                        sync=False,
+                    )
             except LogFullError as exc:  # backpressure: the producer retries later
                 self.rejected["full"] += 1
                 reply: dict[str, Any] = {"ok": False, "seq": seq, "retry": True}
@@ -283,6 +310,9 @@ class IngestServer:
             self.log.commit()  # a failed sync raises: nothing below is acknowledged
         accepted = []
         for (peer, seq, _, batch, _), result in logged:
+            if isinstance(batch, Refused) or result.refused:
+                replies.append((peer, self._refused(seq, batch, result)))
+                continue
             reply = {
                 "ok": True,
                 "seq": seq,
@@ -298,6 +328,17 @@ class IngestServer:
             self.accepted_rows += batch.num_rows
             accepted.append(Accepted(result.first_offset, batch, arrival))
         return accepted
+
+    def _refused(
+        self, seq: int, batch: pa.RecordBatch | Refused, result: AppendResult
+    ) -> dict[str, Any]:
+        """The answer to a batch whose seq the log holds as a refusal."""
+        if result.duplicate:  # refused when first sent; the answer stays the same
+            why = "it was refused when first sent (the log holds it as refused)"
+            reason = batch.reason if isinstance(batch, Refused) else "refused"
+            return self._reject(reason, seq, why)
+        assert isinstance(batch, Refused)
+        return self._reject(batch.reason, seq, batch.detail)
 
     def _reply(self, peer: bytes, reply: dict[str, Any]) -> None:
         try:
@@ -339,7 +380,10 @@ class ZmqIngest(LogPosition, Operator[None, dict[str, Any]]):
             which a resumed run cannot find).
         endpoint: Where to bind (loopback by default).
         setup: The starting graph and model, sent first, or None.
-        limits: Validation limits of incoming batches.
+        limits: Validation limits of incoming batches. The ``init`` item of
+            ``setup`` narrows them: feature rows must have the model's input
+            width, and node ids stay below ``NODE_HEADROOM`` times the starting
+            graph's nodes (at least a million more).
         max_frame_bytes: Largest accepted payload.
         max_updates: Stop once the log holds this many rows.
         stop_on_end: Stop when a producer sends ``end``: once every producer
@@ -385,6 +429,8 @@ class ZmqIngest(LogPosition, Operator[None, dict[str, Any]]):
         LogPosition.__init__(self, offset=0)
         self._log: UpdateLog | None = None
         self._ctx: StepContext | None = None
+        #: (feature width, node-id bound) taken from the ``init`` item.
+        self.learned: tuple[int, int] | None = None
 
     def open(self, ctx: StepContext) -> None:
         """Remember the context."""
@@ -392,7 +438,9 @@ class ZmqIngest(LogPosition, Operator[None, dict[str, Any]]):
 
     def finish(self) -> Iterator[Any]:
         """Emit ``init``, replay the log's unprocessed rows, then serve."""
-        yield from self.init_once(self.setup)
+        for item in self.init_once(self.setup):
+            self._learn_limits(item)
+            yield item
         if not self.log_path:  # no directory given: a fresh temporary log
             self.log_path = str(Path(tempfile.mkdtemp(prefix="strata-ingest-")) / "log")
         config = LogConfig(  # batches are validated by the server: limits=None
@@ -408,7 +456,7 @@ class ZmqIngest(LogPosition, Operator[None, dict[str, Any]]):
             server = IngestServer(
                 self._log,
                 self.endpoint,
-                limits=self.limits,
+                limits=self.effective_limits(),
                 max_frame_bytes=self.max_frame_bytes,
             )
             try:
@@ -461,7 +509,46 @@ class ZmqIngest(LogPosition, Operator[None, dict[str, Any]]):
             for name, value in server.counters().items():
                 self._ctx.metrics.counter(name).inc(value)
 
+    # ------------------------------------------------------------------ limits
+    def _learn_limits(self, init: dict[str, Any]) -> None:
+        """Take the feature width and a node-id bound from the ``init`` item.
+
+        A batch the job's layers would fail on (a feature row of another width)
+        or that would make them allocate without bound (a node id far past the
+        graph) must be refused at the endpoint: once logged, it would fail the
+        job again on every resume.
+        """
+        num_nodes = int(init["num_nodes"])
+        self.learned = (
+            int(init["f"].shape[1]),
+            min(MAX_NODES, max(NODE_HEADROOM * num_nodes, num_nodes + (1 << 20))),
+        )
+
+    def effective_limits(self) -> UpdateLimits:
+        """The given limits, narrowed by what the ``init`` item says (if any)."""
+        limits = self.limits or UpdateLimits()
+        if self.learned is None:
+            return limits
+        feature_dim, max_nodes = self.learned
+        return replace(
+            limits,
+            feature_dim=limits.feature_dim or feature_dim,
+            max_nodes=min(limits.max_nodes, max_nodes),
+        )
+
     # ------------------------------------------------------------------ state
+    def snapshot(self) -> dict[str, Any]:
+        """The log position, and the limits learned from ``init``."""
+        state = super().snapshot()
+        state["learned"] = None if self.learned is None else list(self.learned)
+        return state
+
+    def restore(self, state: dict[str, Any]) -> None:
+        """Continue from a snapshot."""
+        super().restore(state)
+        learned = state.get("learned")
+        self.learned = None if learned is None else (int(learned[0]), int(learned[1]))
+
     def on_checkpoint_complete(self, checkpoint: int) -> None:
         """Drop log segments a resume from this checkpoint cannot need."""
         offset = self.durable_offset()

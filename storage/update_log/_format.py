@@ -9,6 +9,9 @@ A segment file ``<base_offset, 20 digits>.seg`` is a header followed by records:
              | max_event_time i64 | producer_len u16 | producer id (UTF-8)
              | payload (one Arrow IPC stream holding one record batch)
 
+A *refusal* record (``count`` 0) holds a producer's refused seq: its payload is the
+reason, in UTF-8, and it covers no rows (readers skip it).
+
 All integers are little-endian. The header's snapshot maps each producer id to
 ``[high-water seq, first_offset, last_offset, first seq]`` as of the segment's start
 (the high-water record's offsets; segments written before the fourth field was added
@@ -40,6 +43,8 @@ MAX_BODY_BYTES = 1 << 31
 NO_SEQ = -1
 #: Largest ``seq`` a record can store (a signed 64-bit field).
 MAX_SEQ = (1 << 63) - 1
+#: Longest reason a refusal record keeps.
+MAX_REASON_BYTES = 1024
 #: Longest producer id a record can store (a u16 length field).
 MAX_PRODUCER_BYTES = (1 << 16) - 1
 
@@ -145,6 +150,18 @@ def encode_record(
     length = struct.pack("<I", body_len)
     crc = zlib.crc32(payload, zlib.crc32(pid, zlib.crc32(head, zlib.crc32(length))))
     return [RECORD_MAGIC + length + struct.pack("<I", crc), head, pid, payload]
+
+
+def encode_refusal(
+    first_offset: int, producer_id: str, seq: int, reason: str
+) -> list[bytes | pa.Buffer]:
+    """Frame a refusal of ``(producer_id, seq)``: no rows, the reason as payload."""
+    pid = producer_id.encode()
+    text = reason.encode()[:MAX_REASON_BYTES]
+    head = _BODY.pack(first_offset, 0, seq, 0, 0, len(pid))
+    length = struct.pack("<I", len(head) + len(pid) + len(text))
+    crc = zlib.crc32(text, zlib.crc32(pid, zlib.crc32(head, zlib.crc32(length))))
+    return [RECORD_MAGIC + length + struct.pack("<I", crc), head, pid, text]
 
 
 def decode_prefix(data: bytes) -> tuple[int, int] | str:

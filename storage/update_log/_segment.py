@@ -128,7 +128,7 @@ class Segment:
             else:
                 body = os.pread(fd, fmt.BODY_HEADER_SIZE, start)
             header = fmt.decode_body_header(body, body_len)
-            if header.first_offset != offset or header.count < 1:
+            if header.first_offset != offset:  # count 0: a refusal record
                 got = f"offsets {header.first_offset}+{header.count}"
                 return Scan(position, offset, f"{got} where {offset} was next")
             if visit is not None:

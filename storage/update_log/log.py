@@ -401,24 +401,9 @@ class UpdateLog:
         first_seq: int | None = None,
     ) -> AppendResult:
         self._check_writable()
-        if (producer_id is None) != (seq is None):
-            raise self._error(
-                "producer_id/seq", "both or neither", f"{producer_id!r}/{seq!r}"
-            )
-        if producer_id is not None and seq is not None:
-            for name, value in (("seq", seq), ("first_seq", first_seq)):
-                if value is not None and not 0 <= value <= fmt.MAX_SEQ:
-                    raise self._error(name, f"0 <= {name} <= 2**63 - 1", str(value))
-            if len(producer_id.encode()) > fmt.MAX_PRODUCER_BYTES:
-                raise self._error(
-                    "producer_id",
-                    f"at most {fmt.MAX_PRODUCER_BYTES} UTF-8 bytes",
-                    f"{len(producer_id.encode())} bytes",
-                )
-            original = self._find_logged(producer_id, seq, first_seq)
-            if original is not None:
-                self.duplicates += 1
-                return AppendResult(*original, duplicate=True)
+        held = self._check_seq(producer_id, seq, first_seq)
+        if held is not None:
+            return held
         if self.config.limits is not None:
             batch = validate_updates(batch, self.config.limits)
         if batch.num_rows == 0:
@@ -430,13 +415,87 @@ class UpdateLog:
         ):
             times = pc.min_max(batch.column("event_time"))
             event_range = (int(times["min"].as_py()), int(times["max"].as_py()))
-        first = self._next
         seq_field = fmt.NO_SEQ if seq is None else seq
-        pieces = fmt.encode_record(first, batch, producer_id, seq_field, event_range)
+        pieces = fmt.encode_record(
+            self._next, batch, producer_id, seq_field, event_range
+        )
+        return self._write(pieces, batch.num_rows, producer_id, seq)
+
+    def refuse(
+        self,
+        producer_id: str,
+        seq: int,
+        reason: str,
+        *,
+        first_seq: int | None = None,
+        sync: bool = True,
+    ) -> AppendResult:
+        """Record that batch ``seq`` of ``producer_id`` was refused (bad data).
+
+        A refusal takes the seq's place in the producer's order, like an append,
+        but holds no rows: readers never see it, and the producer's next seq can
+        be logged after it. A resend of a refused seq finds the refusal
+        (:attr:`AppendResult.refused`) and is refused again, so the answer to a
+        batch never changes. Ordering errors are those of :meth:`append`.
+
+        Returns:
+            ``(offset, offset - 1)``: an empty range at the log's next offset, or
+            the earlier answer (a refusal, or a logged batch) for a resend.
+        """
+        with self._lock:
+            self._check_writable()
+            held = self._check_seq(producer_id, seq, first_seq)
+            if held is not None:
+                result = held
+            else:
+                pieces = fmt.encode_refusal(self._next, producer_id, seq, reason)
+                result = self._write(pieces, 0, producer_id, seq)
+            if sync and self._next > self._committed:
+                self._sync()
+            return result
+
+    def _check_seq(
+        self, producer_id: str | None, seq: int | None, first_seq: int | None
+    ) -> AppendResult | None:
+        """None when ``seq`` is next for its producer; the held answer for a resend."""
+        if (producer_id is None) != (seq is None):
+            raise self._error(
+                "producer_id/seq", "both or neither", f"{producer_id!r}/{seq!r}"
+            )
+        if producer_id is None or seq is None:
+            return None
+        for name, value in (("seq", seq), ("first_seq", first_seq)):
+            if value is not None and not 0 <= value <= fmt.MAX_SEQ:
+                raise self._error(name, f"0 <= {name} <= 2**63 - 1", str(value))
+        if len(producer_id.encode()) > fmt.MAX_PRODUCER_BYTES:
+            raise self._error(
+                "producer_id",
+                f"at most {fmt.MAX_PRODUCER_BYTES} UTF-8 bytes",
+                f"{len(producer_id.encode())} bytes",
+            )
+        original = self._find_logged(producer_id, seq, first_seq)
+        if original is None:
+            return None
+        self.duplicates += 1
+        return AppendResult(*original, duplicate=True)
+
+    def _write(
+        self,
+        pieces: list[bytes | pa.Buffer],
+        rows: int,
+        producer_id: str | None,
+        seq: int | None,
+    ) -> AppendResult:
+        """Write one encoded record at the log's end (rolling a full segment)."""
+        first = self._next
         size = sum(len(memoryview(p)) for p in pieces)
         active = self._segments[-1]
+        # Segments are named by their first row offset, so a new one starts only
+        # at a row the active one does not cover: never for a refusal (no rows),
+        # never after a segment that holds no rows (the name would repeat).
         roll = (
-            bool(active.firsts)
+            rows > 0
+            and active.end_offset > active.base_offset
             and active.end_position + size > self.config.segment_bytes
         )
         self._check_quota(size, roll)
@@ -457,15 +516,14 @@ class UpdateLog:
                     "free space or truncate the log, then retry",
                 ) from exc
             raise
-        active.add(first, position, size, batch.num_rows)
+        active.add(first, position, size, rows)
         self._size += size
-        self._next = first + batch.num_rows
-        last = self._next - 1
+        self._next = first + rows
         if producer_id is not None and seq is not None:
             self._producers.remember(
-                fmt.RecordHeader(first, batch.num_rows, seq, 0, 0, producer_id, 0)
+                fmt.RecordHeader(first, rows, seq, 0, 0, producer_id, 0)
             )
-        return AppendResult(first, last)
+        return AppendResult(first, self._next - 1)
 
     def _check_quota(self, size: int, roll: bool) -> None:
         quota = self.config.max_log_bytes
@@ -587,7 +645,11 @@ class UpdateLog:
         try:
             index = max(0, segment.locate(start))
             while index < len(segment.firsts) and segment.firsts[index] < stop:
-                header, batch = segment.read_batch(fd, index)
+                header, body = segment.read(fd, index)
+                if header.count == 0:  # a refusal: it holds no rows
+                    index += 1
+                    continue
+                batch = fmt.decode_payload(body, header)
                 lo = max(start - header.first_offset, 0)
                 hi = min(stop - header.first_offset, header.count)
                 if lo > 0 or hi < header.count:

@@ -80,11 +80,20 @@ class RecoveryReport:
 
 
 class AppendResult(NamedTuple):
-    """Offsets of an appended batch; ``duplicate`` marks an already-logged resend."""
+    """Offsets of an appended batch; ``duplicate`` marks an already-logged resend.
+
+    A refusal (:meth:`UpdateLog.refuse`) covers no rows: ``last_offset`` is
+    ``first_offset - 1``. A resend of a batch retention deleted answers ``(-1, -1)``.
+    """
 
     first_offset: int
     last_offset: int
     duplicate: bool = False
+
+    @property
+    def refused(self) -> bool:
+        """Whether the seq is held as a refusal (it covers no rows)."""
+        return self.last_offset == self.first_offset - 1
 
 
 @dataclass(frozen=True, slots=True)

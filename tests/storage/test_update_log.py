@@ -323,3 +323,28 @@ def test_unvalidated_appends_need_no_event_time(tmp_path):
         (rec,) = list(log.records())
         assert rec.batch.column("x").to_pylist() == [1, 2]
         assert (rec.min_event_time, rec.max_event_time) == (0, 0)
+
+
+def test_a_refused_seq_holds_its_place_and_is_refused_again(tmp_path):
+    cfg = LogConfig(segment_bytes=600, dedup_window=1)
+    with UpdateLog(tmp_path, cfg) as log:
+        log.append(batch_of(0, 2), producer_id="p", seq=1, first_seq=1)
+        refusal = log.refuse("p", 2, "bad feature width", first_seq=1)
+        assert refusal.refused and refusal == (2, 1, False)
+        assert log.append(batch_of(2, 3), producer_id="p", seq=3) == (2, 4, False)
+        for s in range(4, 12):  # push seq 2 out of memory and its segment
+            log.append(batch_of(log.next_offset, 1), producer_id="p", seq=s)
+        assert len(set(p.name for p in tmp_path.glob("*.seg"))) == log.num_segments
+        with pytest.raises(LogSeqGapError):
+            log.refuse("p", 13, "too early")
+    with UpdateLog(tmp_path, cfg) as log:  # recovered from disk
+        again = log.append(batch_of(0, 2), producer_id="p", seq=2)
+        assert again.duplicate and again.refused
+        assert again == (2, 1, True)
+        assert not log.append(batch_of(2, 3), producer_id="p", seq=3).refused
+        assert rows(log) == list(range(13))  # readers never see the refusal
+        assert [(r.seq, r.first_offset) for r in log.records()][:3] == [
+            (1, 0),
+            (3, 2),
+            (4, 5),
+        ]
