@@ -157,7 +157,9 @@ def catalogue(max_frame_bytes: int, seed: int = 0) -> list[Garbage]:
         # payload sizes
         Garbage("empty payload", [payload_header(), b""], "arrow"),
         Garbage(
-            "oversized payload", [payload_header(), b"\0" * (max_frame_bytes + 1)], "size"
+            "oversized payload",
+            [payload_header(), b"\0" * (max_frame_bytes + 1)],
+            "size",
         ),
         Garbage(
             "arrow message of 2 GiB",

@@ -119,7 +119,8 @@ def test_new_producer_must_start_at_its_first_seq(tmp_path):
         with pytest.raises(LogSeqGapError, match="expected 1") as gap:
             log.append(batch_of(0, 2), producer_id="p", seq=3, first_seq=1)
         assert gap.value.expected == 1
-        assert log.high_water("p") is None and log.next_offset == 0
+        assert log.high_water("p") is None
+        assert log.next_offset == 0
         for seq in (1, 2, 3):
             assert not log.append(
                 batch_of(0, 2), producer_id="p", seq=seq, first_seq=1
@@ -330,16 +331,18 @@ def test_a_refused_seq_holds_its_place_and_is_refused_again(tmp_path):
     with UpdateLog(tmp_path, cfg) as log:
         log.append(batch_of(0, 2), producer_id="p", seq=1, first_seq=1)
         refusal = log.refuse("p", 2, "bad feature width", first_seq=1)
-        assert refusal.refused and refusal == (2, 1, False)
+        assert refusal.refused
+        assert refusal == (2, 1, False)
         assert log.append(batch_of(2, 3), producer_id="p", seq=3) == (2, 4, False)
         for s in range(4, 12):  # push seq 2 out of memory and its segment
             log.append(batch_of(log.next_offset, 1), producer_id="p", seq=s)
-        assert len(set(p.name for p in tmp_path.glob("*.seg"))) == log.num_segments
+        assert len({p.name for p in tmp_path.glob("*.seg")}) == log.num_segments
         with pytest.raises(LogSeqGapError):
             log.refuse("p", 13, "too early")
     with UpdateLog(tmp_path, cfg) as log:  # recovered from disk
         again = log.append(batch_of(0, 2), producer_id="p", seq=2)
-        assert again.duplicate and again.refused
+        assert again.duplicate
+        assert again.refused
         assert again == (2, 1, True)
         assert not log.append(batch_of(2, 3), producer_id="p", seq=3).refused
         assert rows(log) == list(range(13))  # readers never see the refusal
