@@ -22,7 +22,7 @@ Examples:
 """
 
 from engine.channels import Barrier, CheckpointComplete, EndOfStream
-from engine.checks import at_least, check_output_dir, check_output_file
+from engine.checks import at_least, between, check_output_dir, check_output_file
 from engine.config import ChannelBounds, CheckpointConfig, RunConfig
 from engine.errors import (
     CheckpointError,
@@ -102,6 +102,7 @@ __all__ = [
     "UsageError",
     "WireError",
     "at_least",
+    "between",
     "check_output_dir",
     "check_output_file",
     "execute",

@@ -7,7 +7,8 @@ template (``<subject> in <where>: expected <expected>, got <got>. Hint: <hint>``
 
 * :func:`check_output_file`: a file will be written at ``path`` (``-`` is stdout).
 * :func:`check_output_dir`: a directory will be written at ``path``.
-* :func:`at_least`: numeric parameters have a lower bound (``None`` is skipped).
+* :func:`at_least`, :func:`between`: numeric parameters have bounds (``None`` is
+  skipped).
 
 Output checks write nothing that stays: they probe the nearest existing directory
 with a temporary file, which is removed again, so a job that is then refused leaves
@@ -118,6 +119,24 @@ def at_least(where: str, minimum: float, **values: float | None) -> None:
         if math.isnan(number) or math.isinf(number) or number < minimum:
             bound = int(minimum) if float(minimum).is_integer() else minimum
             raise UsageError.build(name, where, f"{name} >= {bound}", repr(value))
+
+
+def between(where: str, low: float, high: float, **values: float | None) -> None:
+    """Raise naming the first of ``values`` outside ``[low, high]`` (``None`` skipped).
+
+    Examples:
+        >>> between("jobs.demo.build", 0, 1, train_fraction=1.5)
+        Traceback (most recent call last):
+        ...
+        engine.errors.UsageError: train_fraction in jobs.demo.build: expected 0 <= train_fraction <= 1, got 1.5.
+    """  # noqa: E501
+    for name, value in values.items():
+        if value is None:
+            continue
+        number = float(value)
+        if math.isnan(number) or not low <= number <= high:
+            lo, hi = (int(b) if float(b).is_integer() else b for b in (low, high))
+            raise UsageError.build(name, where, f"{lo} <= {name} <= {hi}", repr(value))
 
 
 def _check_creatable(

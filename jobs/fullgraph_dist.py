@@ -49,7 +49,7 @@ from typing import Any
 
 import numpy as np
 
-from engine import Operator, Pipeline
+from engine import Operator, Pipeline, at_least, between
 from operators.errors import OperatorError
 from operators.io.datasets import load_dataset
 from operators.trainers import ModelConfig, TrainConfig
@@ -291,6 +291,8 @@ def build(
 ) -> Pipeline:
     if mode not in MODES:
         raise OperatorError.build("mode", _WHERE, f"one of {list(MODES)}", repr(mode))
+    at_least(_WHERE, 1, splits=splits, classes=classes, features=features)
+    between(_WHERE, 0, 1, train_fraction=train_fraction)
     config = TrainConfig(
         ModelConfig(model, hidden=hidden, num_layers=layers, dropout=dropout),
         lr=lr,

@@ -36,7 +36,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from engine import Pipeline
+from engine import Pipeline, at_least, between
 from operators.errors import OperatorError
 from operators.io.datasets import community_dataset, save_dataset_dir
 from operators.trainers import (
@@ -82,6 +82,16 @@ def build(
         raise OperatorError.build(
             "store", "sampled_sage", f"one of {list(STORES)}", repr(store)
         )
+    where = f"{__name__}.build"
+    at_least(
+        where,
+        1,
+        num_nodes=num_nodes,
+        num_classes=num_classes,
+        num_features=num_features,
+    )
+    at_least(where, 0, avg_degree=avg_degree, noise=noise)
+    between(where, 0, 1, intra_fraction=intra_fraction, train_fraction=train_fraction)
     config = TrainConfig(
         ModelConfig("sage", hidden=hidden, num_layers=layers, dropout=dropout),
         lr=lr,

@@ -46,7 +46,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from engine import Pipeline
+from engine import Pipeline, at_least, between
 from operators.layers import GCN, GraphSAGE
 from operators.streaming import (
     EmbeddingSink,
@@ -221,6 +221,20 @@ def build(
     threads: int = 1,
 ) -> Pipeline:
     """Incremental GNN inference over a stream of graph updates (module docs)."""
+    where = f"{__name__}.build"
+    at_least(
+        where,
+        1,
+        hidden=hidden,
+        layers=layers,
+        num_updates=num_updates,
+        batch_rows=batch_rows,
+        shards=shards,
+        max_updates=max_updates,
+    )
+    at_least(where, 0, epochs=epochs, seed=seed, threads=threads)
+    at_least(where, 1e-3, idle_timeout_s=idle_timeout_s)
+    between(where, 0, 1, new_nodes=new_nodes)
     setup = TrainedSetup(
         graph, model, hidden, layers, epochs, model_path, seed, threads
     )

@@ -166,6 +166,27 @@ CASES = [
         "num_nodes",
         "got 0",
     ),
+    case(
+        "run-sampled-sage-negative-nodes",
+        "run jobs/sampled_sage.py --quiet --set num_nodes=-5",
+        2,
+        "num_nodes",
+        "-5",
+    ),
+    case(
+        "run-fullgraph-zero-splits",
+        "run jobs/fullgraph_dist.py --quiet --set splits=0",
+        2,
+        "splits",
+        "got 0",
+    ),
+    case(
+        "run-stream-ingest-zero-batch",
+        "run jobs/stream_ingest.py --quiet --set batch_rows=0",
+        2,
+        "batch_rows",
+        "got 0",
+    ),
     # -- strata describe -----------------------------------------------------------
     case("describe-missing-job", "describe no/such/job.py", 2, "'no/such/job.py'"),
     case("describe-set-bad-int", f"describe {EXAMPLE} --set count=x", 2, "--set count"),
