@@ -31,10 +31,11 @@ Checkpointed streaming runs (see :mod:`engine.checkpoint`)::
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 import traceback
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -138,14 +139,15 @@ class RunCommand:
             resume=args.resume,
         )
         try:
-            result = execute(
-                pipeline,
-                args.executor,
-                config=config,
-                check=False,
-                job=args.job,
-                params=params,
-            )
+            with reserve_stdout() if report_to_stdout else contextlib.nullcontext():
+                result = execute(
+                    pipeline,
+                    args.executor,
+                    config=config,
+                    check=False,
+                    job=args.job,
+                    params=params,
+                )
         except (PlanError, CheckpointError) as error:
             print(f"strata run: {error}", file=sys.stderr)
             return EXIT_USAGE
@@ -236,6 +238,33 @@ def main(argv: Sequence[str] | None = None, commands: Sequence[Command] = ()) ->
         # Point stdout at /dev/null so the interpreter's final flush stays quiet.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return EXIT_OK
+
+
+@contextlib.contextmanager
+def reserve_stdout() -> Iterator[None]:
+    """Send whatever the work prints to stderr, keeping stdout for a report.
+
+    File descriptor 1 points at stderr inside the block, so prints of the job, of
+    its threads and of worker processes started inside it all land on stderr;
+    it points back at the real stdout afterwards.
+    """
+    sys.stdout.flush()
+    try:
+        fd = sys.stdout.fileno()
+    except (AttributeError, OSError, ValueError):  # not a real file (captured)
+        with contextlib.redirect_stdout(sys.stderr):
+            yield
+        return
+    saved = os.dup(fd)
+    try:
+        sys.stderr.flush()
+        os.dup2(sys.stderr.fileno(), fd)
+        with contextlib.redirect_stdout(sys.stderr):
+            yield
+    finally:
+        sys.stdout.flush()
+        os.dup2(saved, fd)
+        os.close(saved)
 
 
 def _add_job_arguments(parser: argparse.ArgumentParser) -> None:

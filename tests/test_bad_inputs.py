@@ -39,6 +39,7 @@ from engine import Pipeline
 
 def touch(marker: str) -> list[int]:
     Path(marker).write_text("ran")
+    print("the job chatters on stdout")
     return [1, 2]
 
 
@@ -595,3 +596,22 @@ def test_report_dash_writes_json_alone_to_stdout(
     out, err = capfd.readouterr()
     assert json.loads(out)["k"] == 2
     assert "metis k=2" in err
+
+
+def test_report_dash_keeps_what_the_job_prints_off_stdout(
+    paths: dict[str, str],
+) -> None:
+    marker = Path(paths["tmp"]) / "ran.txt"
+    argv = ["run", paths["job"], "--set", f"marker={marker}", "--report", "-"]
+    proc = subprocess.run(
+        [sys.executable, "-c", _ENTRY, *argv],
+        capture_output=True,
+        text=True,
+        cwd=paths["tmp"],
+        timeout=60,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["outputs"] == {"total": 3}
+    assert "the job chatters on stdout" in proc.stderr
+    assert "total = 3" in proc.stderr

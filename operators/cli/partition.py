@@ -53,6 +53,7 @@ import psutil
 
 from engine import UsageError, at_least, check_output_dir, check_output_file
 from engine.checks import is_stdout
+from engine.cli import reserve_stdout
 from operators.io.partition_book import book_name, save_partition_book
 from partition import (
     ChunkConfig,
@@ -167,6 +168,24 @@ class PartitionCommand:
 
     def _run(self, args: argparse.Namespace) -> int:
         self._check(args)
+        if is_stdout(args.report):  # stdout carries the JSON report alone
+            with reserve_stdout():
+                report = self._partition(args)
+            print(json.dumps(report, indent=2, sort_keys=True), flush=True)
+        else:
+            report = self._partition(args)
+        print(
+            f"{report['method']} k={args.k}: "
+            f"edge_cut_fraction={report['edge_cut_fraction']:.4f} "
+            f"imbalance={report['imbalance']:.4f} "
+            f"seconds={report['seconds']:.3f} "
+            f"peak_rss_bytes={report['peak_rss_bytes']} -> {args.out or '-'}",
+            file=sys.stderr if is_stdout(args.report) else sys.stdout,
+        )
+        return 0
+
+    def _partition(self, args: argparse.Namespace) -> dict[str, Any]:
+        """Load, partition, save the book and write a file report; the report."""
         graph = load_graph(args.graph, data_dir=args.data_dir).graph
         input_rss = int(psutil.Process().memory_info().rss)
         partitioner = make_partitioner(
@@ -191,13 +210,10 @@ class PartitionCommand:
         )
         if args.out is not None:
             report["book"] = self._save(args, graph, part)
-        text = json.dumps(report, indent=2, sort_keys=True)
-        if is_stdout(args.report):
-            print(text, flush=True)
-        elif args.report is not None:
+        if args.report is not None and not is_stdout(args.report):
             try:
                 args.report.parent.mkdir(parents=True, exist_ok=True)
-                args.report.write_text(text)
+                args.report.write_text(json.dumps(report, indent=2, sort_keys=True))
             except OSError as error:  # the path changed since it was checked
                 raise UsageError.build(
                     "--report",
@@ -205,16 +221,7 @@ class PartitionCommand:
                     "a writable file path",
                     f"{str(args.report)!r} ({error.strerror or error})",
                 ) from None
-        print(
-            f"{report['method']} k={args.k}: "
-            f"edge_cut_fraction={report['edge_cut_fraction']:.4f} "
-            f"imbalance={report['imbalance']:.4f} "
-            f"seconds={report['seconds']:.3f} "
-            f"peak_rss_bytes={report['peak_rss_bytes']} -> {args.out or '-'}",
-            # with ``--report -`` stdout carries the JSON report alone
-            file=sys.stderr if is_stdout(args.report) else sys.stdout,
-        )
-        return 0
+        return report
 
     def _save(self, args: argparse.Namespace, graph: CSRGraph, part: Partition) -> str:
         chunks = None
