@@ -39,6 +39,7 @@ import multiprocessing
 import os
 import random
 import signal
+import subprocess
 import sys
 import threading
 import time
@@ -385,7 +386,8 @@ def _context() -> ForkServerContext:
     return _CONTEXT
 
 
-def _free_endpoint() -> str:
+def free_endpoint() -> str:
+    """A loopback endpoint whose port is free now."""
     socket: zmq.Socket[Any] = zmq.Context.instance().socket(zmq.ROUTER)
     try:
         port = socket.bind_to_random_port("tcp://127.0.0.1")
@@ -407,7 +409,7 @@ class Trial:
         self.plan = plan
         self.directory = directory
         self.timeout_s = timeout_s
-        self.endpoint = _free_endpoint()
+        self.endpoint = free_endpoint()
         self.kills: dict[str, int] = {}
         self.restarts: dict[str, int] = {}
         self._processes: dict[str, BaseProcess] = {}
@@ -553,6 +555,121 @@ class Trial:
         return TrialResult(
             applied, offsets, acked, log, dict(self.kills), dict(self.restarts), seconds
         )
+
+
+# ---------------------------------------------------------------------- commands
+@dataclass(slots=True)
+class CommandTrialResult:
+    """What a :class:`CommandTrial` did.
+
+    Attributes:
+        kills: Times the job's process group was SIGKILLed mid-stream.
+        job_runs: Times the job was started (the first run, then resumes).
+        producer_runs: Times the producer was started.
+        producer_exits: Exit status of each producer run.
+        logged_at_kill: Rows the log held at each kill.
+        seconds: Wall time.
+    """
+
+    kills: int = 0
+    job_runs: int = 0
+    producer_runs: int = 0
+    producer_exits: list[int] = field(default_factory=list)
+    logged_at_kill: list[int] = field(default_factory=list)
+    seconds: float = 0.0
+
+
+@dataclass(slots=True)
+class CommandTrial:
+    """Real commands: a job serving an endpoint and a producer, and kill -9.
+
+    The job (``job``: an argv, e.g. ``strata run jobs/stream_ingest.py ...
+    --checkpoint-dir D``) runs in its own process group; each time its update log
+    at ``log_path`` holds the next of ``kill_at_rows`` rows, the whole group is
+    SIGKILLed and the job started again with ``--resume`` after
+    ``restart_delay_s``. The producer (``producer``: e.g. ``strata ingest ENDPOINT
+    FILE``) is run again whenever it fails (its endpoint went silent past its
+    deadline) or, having finished, when the job restarts (so the new run hears its
+    ``end``), as a user would rerun it: it resumes where the log ends. Once the job
+    has finished, the producer's last run is only waited for (a job that stops at
+    ``max_updates`` may leave it without its last acknowledgements).
+    """
+
+    job: list[str]
+    producer: list[str]
+    log_path: Path
+    kill_at_rows: tuple[int, ...]
+    restart_delay_s: float = 0.5
+    timeout_s: float = 900.0
+    cwd: str | None = None
+    output: Path | None = None  # where the processes' stderr goes
+
+    def _spawn(self, argv: list[str]) -> subprocess.Popen[bytes]:
+        err: Any = subprocess.DEVNULL
+        if self.output is not None:
+            err = self.output.open("a")
+        return subprocess.Popen(
+            argv,
+            cwd=self.cwd,
+            stdout=subprocess.DEVNULL,
+            stderr=err,
+            start_new_session=True,  # its own group: kill -9 takes all of it
+        )
+
+    def _logged(self) -> int:
+        try:
+            with UpdateLog(self.log_path, readonly=True) as log:
+                return int(log.committed_offset)
+        except Exception:  # not created yet, or being created
+            return 0
+
+    def run(self) -> CommandTrialResult:
+        """Run to the end; raise :class:`TrialError` on a failure or timeout."""
+        result = CommandTrialResult()
+        kills = list(self.kill_at_rows)
+        start = time.monotonic()
+        job = self._spawn(self.job)
+        result.job_runs = 1
+        producer = self._spawn(self.producer)
+        result.producer_runs = 1
+        producer_done = False
+        try:
+            while True:
+                if time.monotonic() - start > self.timeout_s:
+                    raise TrialError(f"not done in {self.timeout_s} s")
+                if kills and job.poll() is None and self._logged() >= kills[0]:
+                    os.killpg(job.pid, signal.SIGKILL)
+                    job.wait()
+                    result.logged_at_kill.append(self._logged())
+                    result.kills += 1
+                    kills.pop(0)
+                    time.sleep(self.restart_delay_s)
+                    job = self._spawn([*self.job, "--resume"])
+                    result.job_runs += 1
+                    if producer_done:  # the new run waits for this producer's end
+                        producer = self._spawn(self.producer)
+                        result.producer_runs += 1
+                        producer_done = False
+                code = job.poll()
+                if code not in (None, 0):
+                    raise TrialError(f"the job failed by itself (exit {code})")
+                status = producer.poll()
+                if status is not None and not producer_done:
+                    result.producer_exits.append(status)
+                    producer_done = status == 0 or code == 0
+                    if not producer_done:  # its endpoint went silent: run it again
+                        producer = self._spawn(self.producer)
+                        result.producer_runs += 1
+                if code == 0 and producer_done:
+                    break
+                time.sleep(0.02)
+        finally:
+            for process in (job, producer):
+                if process.poll() is None:
+                    os.killpg(process.pid, signal.SIGKILL)
+                    process.wait()
+        result.seconds = time.monotonic() - start
+        return result
 
 
 # ---------------------------------------------------------------------- the check

@@ -358,9 +358,13 @@ class IngestServer:
         out.update({f"rejected_{k}": v for k, v in sorted(self.rejected.items())})
         return out
 
-    def close(self) -> None:
-        """Close the socket (the log stays open: its owner closes it)."""
-        self.socket.close(linger=0)
+    def close(self, linger_ms: int = 500) -> None:
+        """Close the socket (the log stays open: its owner closes it).
+
+        Answers already queued get ``linger_ms`` to leave (a producer whose last
+        acknowledgements are lost only resends; this spares it the wait).
+        """
+        self.socket.close(linger=linger_ms)
 
 
 class ZmqIngest(LogPosition, Operator[None, dict[str, Any]]):

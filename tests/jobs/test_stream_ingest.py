@@ -18,6 +18,7 @@ from engine import execute
 from jobs import stream_ingest
 from operators.cli.main import main
 from operators.streaming import UpdateStream
+from operators.streaming.chaos import CommandTrial
 from operators.streaming.client import IngestClient
 from operators.streaming.update_files import read_update_file, write_update_file
 from storage import UpdateLog
@@ -88,9 +89,7 @@ def test_default_run_through_the_cli(tmp_path, capsys) -> None:
     assert report["steps"]["gnn_layer1"]["counters"]["agg_rows"] > 0
 
 
-def _job(
-    endpoint: str, tmp_path: Path, out: Path, executor: str, *extra: str
-) -> subprocess.Popen:
+def _job_argv(endpoint: str, tmp_path: Path, out: Path, executor: str) -> list[str]:
     sets = {
         **SMALL,
         "endpoint": endpoint,
@@ -115,8 +114,14 @@ def _job(
     ]
     for key, value in sets.items():
         args += ["--set", f"{key}={value}"]
+    return args
+
+
+def _job(
+    endpoint: str, tmp_path: Path, out: Path, executor: str, *extra: str
+) -> subprocess.Popen:
     return subprocess.Popen(
-        [*args, *extra],
+        [*_job_argv(endpoint, tmp_path, out, executor), *extra],
         cwd=ROOT,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -201,3 +206,43 @@ def _logged(path: Path) -> int:
             return log.next_offset
     except Exception:  # not created yet
         return 0
+
+
+@pytest.mark.slow
+@pytest.mark.multiprocess
+def test_strata_ingest_at_a_steady_rate_survives_three_job_kills(
+    updates_file, tmp_path
+) -> None:
+    """The reported scenario with real commands: ``strata ingest FILE --rate R
+    --batch-rows 10`` (default window 8) feeding the job, which is kill -9'd three
+    times mid-stream and resumed each time; the producer is rerun whenever it
+    gives up. Every row is applied once, and the embeddings equal a crash-free
+    run over the same file."""
+    endpoint = free_endpoint()
+    out = tmp_path / "emb.npy"
+    strata = str(Path(sys.executable).parent / "strata")
+    producer = [strata, "ingest", endpoint, str(updates_file), "--rate", "1500"]
+    producer += ["--batch-rows", "10", "--producer", "steady"]
+    trial = CommandTrial(
+        _job_argv(endpoint, tmp_path, out, "local"),
+        producer,
+        tmp_path / "log" / "log",
+        kill_at_rows=(600, 1500, 2400),
+        cwd=str(ROOT),
+    )
+    result = trial.run()
+    assert result.kills == 3
+    assert all(a < b for a, b in zip(result.logged_at_kill, (1000, 2000, 3000), strict=True))
+    report = json.loads((tmp_path / "report.json").read_text())
+    assert report["outputs"]["applied_updates"] == 3000  # the file's rows, once
+    assert report["checkpoint"]["resumes"] == 3
+    with UpdateLog(tmp_path / "log" / "log", readonly=True) as log:
+        assert log.next_offset == 3000
+    clean = tmp_path / "clean.npy"  # a crash-free run over the same updates
+    execute(
+        stream_ingest.build(
+            updates_file=str(updates_file), embeddings_out=str(clean), **SMALL
+        ),
+        "local",
+    )
+    np.testing.assert_allclose(np.load(out), np.load(clean), rtol=0, atol=1e-12)

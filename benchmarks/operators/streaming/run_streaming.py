@@ -9,6 +9,7 @@ Usage (from the repository root)::
     .venv/bin/python benchmarks/operators/streaming/run_streaming.py exactness \
         --scale 16 --updates 100000 --window 1000 --model gcn
     .venv/bin/python benchmarks/operators/streaming/run_streaming.py ingest --seconds 60
+        [--retention-s 2]   # default: no consumer truncates; the log quota fills
 
 ``OPENBLAS_NUM_THREADS=1`` is advised on a busy machine: numpy's small GEMMs spin
 otherwise. Torch (the baselines) and numba (the incremental kernels) use
@@ -56,6 +57,12 @@ def main() -> None:
     parser.add_argument("--window", type=int, default=1000)
     parser.add_argument("--seconds", type=float, default=60.0)
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument(
+        "--retention-s",
+        type=float,
+        default=None,
+        help="ingest: truncate the log this often (default: never; the quota fills)",
+    )
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     numba.set_num_threads(min(args.threads, numba.config.NUMBA_NUM_THREADS))
@@ -63,7 +70,7 @@ def main() -> None:
     if args.experiment == "ingest":
         from ingest_harness import sustained_ingest
 
-        result: dict = sustained_ingest(args.seconds)
+        result: dict = sustained_ingest(args.seconds, retention_s=args.retention_s)
     else:
         setup = make_setup(args.scale, args.model)
         result = {
