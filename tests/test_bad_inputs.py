@@ -118,6 +118,13 @@ CASES = [
         "got 0",
     ),
     case(
+        "run-checkpoint-interval-0",
+        f"run {EXAMPLE} --checkpoint-dir {{tmp}}/ck --checkpoint-interval 0",
+        2,
+        "--checkpoint-interval",
+        "got 0.0",
+    ),
+    case(
         "run-checkpoint-every-without-dir",
         f"run {EXAMPLE} --checkpoint-every 5",
         2,
@@ -266,6 +273,27 @@ CASES = [
         1,
         "sbm:n=10",
         "missing ['blocks']",
+    ),
+    case(
+        "dataset-generate-huge-scale",
+        "dataset generate rmat:scale=100 --out {tmp}/o",
+        1,
+        "scale",
+        "got 100",
+    ),
+    case(
+        "dataset-generate-zero-blocks",
+        "dataset generate sbm:n=10,blocks=0 --out {tmp}/o",
+        1,
+        "num_blocks",
+        "got 0",
+    ),
+    case(
+        "dataset-import-unknown-column",
+        "dataset import {edges} --out {tmp}/o --src-col nope",
+        1,
+        "'nope'",
+        "columns",
     ),
     case(
         "dataset-generate-out-under-proc",
