@@ -684,6 +684,8 @@ class TrialCheck:
         unacked: Batches no producer incarnation saw acknowledged or held.
         acked_not_logged: Acknowledged batches the log does not hold.
         log_duplicates: ``(producer, seq)`` pairs logged more than once.
+        error: Why the trial did not finish (a process failed by itself, or it
+            timed out); None when it finished.
     """
 
     lost: int
@@ -692,11 +694,12 @@ class TrialCheck:
     unacked: int
     acked_not_logged: int
     log_duplicates: int
+    error: str | None = None
 
     @property
     def ok(self) -> bool:
         """Whether the trial kept every exactly-once promise."""
-        return not any(
+        return self.error is None and not any(
             (
                 self.lost,
                 self.doubled,
@@ -754,7 +757,16 @@ def run_trials(
         plan = plan_for(seed)
         trial_dir = Path(directory) / f"trial-{seed}"
         trial_dir.mkdir(parents=True)
-        result = Trial(plan, str(trial_dir)).run()
+        try:
+            result = Trial(plan, str(trial_dir)).run()
+        except TrialError as exc:  # counted as a failed run, the others go on
+            empty = np.empty(0, np.int64)
+            yield (
+                plan,
+                TrialResult(empty, empty, {}, []),
+                TrialCheck(0, 0, 0, 0, 0, 0, error=str(exc)),
+            )
+            continue
         yield plan, result, check_trial(plan, result)
 
 
@@ -773,6 +785,7 @@ def summary(checks: list[tuple[TrialPlan, TrialResult, TrialCheck]]) -> dict[str
         "doubled": sum(c.doubled for _, _, c in checks),
         "out_of_order": sum(c.out_of_order for _, _, c in checks),
         "failed_runs": sum(not c.ok for _, _, c in checks),
+        "errors": [c.error for _, _, c in checks if c.error is not None],
         "windows": sorted({p.window for p, _, _ in checks}),
     }
 

@@ -150,6 +150,10 @@ class UpdateLog:
             return
         if self.readonly:
             raise self._error("path", "an existing update log", "no log metadata")
+        if self._dir.exists():  # a creation cut short leaves only temporary files
+            for entry in self._dir.iterdir():
+                if entry.name.endswith(TMP_SUFFIX) and entry.is_file():
+                    entry.unlink()
         if self._dir.exists() and any(self._dir.iterdir()):
             raise self._error(
                 "path",

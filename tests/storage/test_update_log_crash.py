@@ -201,3 +201,15 @@ def test_sigkill_mid_append_loses_no_acknowledged_update(tmp_path):
             nxt = log.append(batch_for(last_seq + 1), producer_id="p", seq=last_seq + 1)
             assert nxt.first_offset == expected_first
             acked[last_seq + 1] = (nxt.first_offset, nxt.last_offset)
+
+
+def test_a_log_whose_creation_was_cut_short_opens_as_new(tmp_path):
+    """Killed between writing the metadata's temporary file and its rename."""
+    (tmp_path / "strata-log.json.tmp").write_text('{"format": "strata-upd')
+    with UpdateLog(tmp_path, CONFIG) as log:
+        assert log.next_offset == 0
+        log.append(batch_for(0), producer_id="p", seq=0)
+    assert not (tmp_path / "strata-log.json.tmp").exists()
+    (tmp_path / "other.txt").write_text("x")
+    with UpdateLog(tmp_path, CONFIG) as log:  # an existing log: others' files stay
+        assert log.high_water("p") == 0
