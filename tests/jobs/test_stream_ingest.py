@@ -232,7 +232,9 @@ def test_strata_ingest_at_a_steady_rate_survives_three_job_kills(
     )
     result = trial.run()
     assert result.kills == 3
-    assert all(a < b for a, b in zip(result.logged_at_kill, (1000, 2000, 3000), strict=True))
+    assert all(
+        a < b for a, b in zip(result.logged_at_kill, (1000, 2000, 3000), strict=True)
+    )
     report = json.loads((tmp_path / "report.json").read_text())
     assert report["outputs"]["applied_updates"] == 3000  # the file's rows, once
     assert report["checkpoint"]["resumes"] == 3
