@@ -84,7 +84,14 @@ def encode_batch(batch: pa.RecordBatch | pa.Table) -> bytes:
 
 
 class IngestError(RuntimeError):
-    """The endpoint's answers show that acknowledged data was lost."""
+    """The endpoint's answers show that acknowledged data was lost.
+
+    Attributes:
+        report: What :meth:`IngestClient.send_all` had acknowledged when it gave
+            up (None outside ``send_all``).
+    """
+
+    report: IngestReport | None = None
 
 
 class IngestTimeoutError(IngestError, TimeoutError):
@@ -352,6 +359,14 @@ class _Sender:
         self.sent_rows = 0
 
     def run(self, batches: Iterable[pa.RecordBatch]) -> IngestReport:
+        try:
+            return self._run(batches)
+        except IngestError as exc:  # say what was acknowledged before giving up
+            self.report.seconds = time.monotonic() - self.start
+            exc.report = self.report
+            raise
+
+    def _run(self, batches: Iterable[pa.RecordBatch]) -> IngestReport:
         held = self.client.hello(self.ack_timeout_s)
         self.heard = time.monotonic()
         source = iter(batches)
