@@ -5,11 +5,11 @@ The engine knows nothing about graphs. A job builds a :class:`Pipeline` of steps
 it, and runs it with :func:`execute` on the ``local`` (threads) or ``process``
 (one process per task, pyzmq channels) executor. Streaming runs can checkpoint
 their :class:`Stateful` steps and resume exactly once after a crash
-(:mod:`engine.checkpoint`).
+(:mod:`strata.engine.checkpoint`).
 
 Examples:
-    >>> from engine import Map, Pipeline, execute
-    >>> from engine.testing import ListSource
+    >>> from strata.engine import Map, Pipeline, execute
+    >>> from strata.engine.testing import ListSource
     >>> def count(items: list[int]) -> dict[str, int]:
     ...     return {"count": len(items), "total": sum(items)}
     >>> p = Pipeline("demo")
@@ -21,10 +21,10 @@ Examples:
     {'count': 5, 'total': 10}
 """
 
-from engine.channels import Barrier, CheckpointComplete, EndOfStream
-from engine.checks import at_least, between, check_output_dir, check_output_file
-from engine.config import ChannelBounds, CheckpointConfig, RunConfig
-from engine.errors import (
+from strata.engine.channels import Barrier, CheckpointComplete, EndOfStream
+from strata.engine.checks import at_least, between, check_output_dir, check_output_file
+from strata.engine.config import ChannelBounds, CheckpointConfig, RunConfig
+from strata.engine.errors import (
     CheckpointError,
     PlanError,
     RemoteError,
@@ -32,9 +32,15 @@ from engine.errors import (
     UsageError,
     WireError,
 )
-from engine.executors import EXECUTORS, Executor, LocalExecutor, RunResult, execute
-from engine.executors.process import ProcessExecutor
-from engine.gang import (
+from strata.engine.executors import (
+    EXECUTORS,
+    Executor,
+    LocalExecutor,
+    RunResult,
+    execute,
+)
+from strata.engine.executors.process import ProcessExecutor
+from strata.engine.gang import (
     GangContext,
     GangError,
     GangReport,
@@ -44,8 +50,8 @@ from engine.gang import (
     run_gang,
     run_gang_report,
 )
-from engine.metrics import StepMetrics
-from engine.operator import (
+from strata.engine.metrics import StepMetrics
+from strata.engine.operator import (
     IDLE,
     CheckpointListener,
     Emit,
@@ -54,10 +60,10 @@ from engine.operator import (
     StepContext,
     Tagged,
 )
-from engine.ops import Filter, FlatMap, Map
-from engine.pipeline import Pipeline, Step, StepKind
-from engine.plan import Plan
-from engine.report import ChannelReport, CheckpointReport, RunReport, StepReport
+from strata.engine.ops import Filter, FlatMap, Map
+from strata.engine.pipeline import Pipeline, Step, StepKind
+from strata.engine.plan import Plan
+from strata.engine.report import ChannelReport, CheckpointReport, RunReport, StepReport
 
 __all__ = [
     "EXECUTORS",

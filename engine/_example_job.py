@@ -7,7 +7,7 @@ Examples:
 
 from __future__ import annotations
 
-from engine.pipeline import Pipeline
+from strata.engine.pipeline import Pipeline
 
 
 def numbers(count: int) -> list[int]:

@@ -1,12 +1,12 @@
 """Messages on channels, and the bounded in-process channel of the local executor.
 
-A channel carries :class:`Delivery` messages (one data item with its size) and
-*control* messages that travel in order with the data: :class:`EndOfStream` closes
-one inbound link, and :class:`Barrier` carries checkpoints (:mod:`engine.checkpoint`):
-a source injects ``Barrier(n)``, each step forwards it once it arrived on every
-inbound link (snapshotting a :class:`~engine.operator.Stateful` operator first), so a
-snapshot reflects exactly the items before the barrier. :class:`CheckpointComplete`
-is not tied to a link: the driver tells a task that checkpoint ``n`` is durable.
+A channel carries :class:`Delivery` messages (one data item with its size) and *control*
+messages that travel in order with the data: :class:`EndOfStream` closes one inbound
+link, and :class:`Barrier` carries checkpoints (:mod:`strata.engine.checkpoint`): a
+source injects ``Barrier(n)``, each step forwards it once it arrived on every inbound
+link (snapshotting a :class:`~strata.engine.operator.Stateful` operator first), so a
+snapshot reflects exactly the items before the barrier. :class:`CheckpointComplete` is
+not tied to a link: the driver tells a task that checkpoint ``n`` is durable.
 
 Control messages never wait for room: they carry no data and must get through a
 full channel, or a slow consumer could never learn that its producers finished.
@@ -35,7 +35,7 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Any
 
-from engine.config import ChannelBounds
+from strata.engine.config import ChannelBounds
 
 
 class Cancelled(Exception):
@@ -84,8 +84,8 @@ class Channel:
     """A bounded multi-producer queue: one per consuming task on the local executor.
 
     ``put`` blocks while the channel is full (see
-    :class:`~engine.config.ChannelBounds`) and returns how long it waited, which the
-    producer reports as ``blocked_s``. ``cancel`` wakes every waiter with
+    :class:`~strata.engine.config.ChannelBounds`) and returns how long it waited, which
+    the producer reports as ``blocked_s``. ``cancel`` wakes every waiter with
     :class:`Cancelled`.
     """
 

@@ -2,7 +2,7 @@
 
 An output path that cannot be written, or a count that is negative, should fail in
 the first second with one line naming the argument, not with a traceback after the
-whole job ran. Every check raises :class:`~engine.errors.UsageError` in the project
+whole job ran. Every check raises :class:`~strata.engine.errors.UsageError` in the project
 template (``<subject> in <where>: expected <expected>, got <got>. Hint: <hint>``).
 
 * :func:`check_output_file`: a file will be written at ``path`` (``-`` is stdout).
@@ -20,12 +20,12 @@ Examples:
     >>> at_least("jobs.demo.build", 1, num_edges=-5)
     Traceback (most recent call last):
     ...
-    engine.errors.UsageError: num_edges in jobs.demo.build: expected num_edges >= 1, got -5.
+    strata.engine.errors.UsageError: num_edges in jobs.demo.build: expected num_edges >= 1, got -5.
     >>> check_output_file("-", argument="--report", where="strata run")
     >>> check_output_file("/proc/report.json", argument="--report", where="strata run")
     Traceback (most recent call last):
     ...
-    engine.errors.UsageError: --report in strata run: expected a writable file path, got '/proc/report.json' (cannot create files in /proc). Hint: choose a path in a directory you can write to, or '-' for stdout.
+    strata.engine.errors.UsageError: --report in strata run: expected a writable file path, got '/proc/report.json' (cannot create files in /proc). Hint: choose a path in a directory you can write to, or '-' for stdout.
 """  # noqa: E501
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ import os
 import tempfile
 from pathlib import Path
 
-from engine.errors import UsageError
+from strata.engine.errors import UsageError
 
 #: The path that means "standard output" for file outputs.
 STDOUT = "-"
@@ -108,7 +108,7 @@ def at_least(where: str, minimum: float, **values: float | None) -> None:
     Also refuses NaN and infinities, which no count or size allows.
 
     Args:
-        where: The function that takes the values (``jobs.degree_stats.build``).
+        where: The function that takes the values (``strata.jobs.degree_stats.build``).
         minimum: The smallest allowed value.
         values: The parameters by name.
     """
@@ -128,7 +128,7 @@ def between(where: str, low: float, high: float, **values: float | None) -> None
         >>> between("jobs.demo.build", 0, 1, train_fraction=1.5)
         Traceback (most recent call last):
         ...
-        engine.errors.UsageError: train_fraction in jobs.demo.build: expected 0 <= train_fraction <= 1, got 1.5.
+        strata.engine.errors.UsageError: train_fraction in jobs.demo.build: expected 0 <= train_fraction <= 1, got 1.5.
     """  # noqa: E501
     for name, value in values.items():
         if value is None:

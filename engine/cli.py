@@ -1,8 +1,8 @@
 """The ``strata`` command line: ``run`` and ``describe`` jobs, plus added commands.
 
 ``main(argv, commands)`` builds one parser from the engine's commands and any extra
-:class:`~engine.command.Command` objects (graph-aware packages add ``dataset`` and
-``partition`` this way, through ``operators.cli.main``).
+:class:`~strata.engine.command.Command` objects (graph-aware packages add ``dataset``
+and ``partition`` this way, through ``strata.operators.cli.main``).
 
 Exit status: 0 on success, 1 when a step fails, 2 for usage errors (unknown job,
 unknown ``--set`` key or bad value, invalid pipeline, an output path that cannot be
@@ -11,18 +11,18 @@ job is built, so a bad one costs no work; ``--report -`` prints the JSON report 
 stdout and moves the job's outputs to stderr.
 
 Examples:
-    >>> main(["describe", "engine._example_job"])
+    >>> main(["describe", "strata.engine._example_job"])
     pipeline 'example': 2 steps
-      numbers  batch  engine._example_job:numbers
-      total    batch  engine._example_job:total    <- numbers  [outputs]
+      numbers  batch  strata.engine._example_job:numbers
+      total    batch  strata.engine._example_job:total    <- numbers  [outputs]
     0
-    >>> main(["run", "engine._example_job", "--set", "count=4", "--quiet"])
+    >>> main(["run", "strata.engine._example_job", "--set", "count=4", "--quiet"])
     total = 6
     0
-    >>> main(["run", "engine._example_job", "--set", "size=4"])  # stderr lists count
+    >>> main(["run", "strata.engine._example_job", "--set", "size=4"])  # stderr: count
     2
 
-Checkpointed streaming runs (see :mod:`engine.checkpoint`)::
+Checkpointed streaming runs (see :mod:`strata.engine.checkpoint`)::
 
     strata run jobs/stream_ingest.py --checkpoint-dir ckpt --checkpoint-every 1000
     strata run jobs/stream_ingest.py --checkpoint-dir ckpt --resume   # after a crash
@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import importlib.metadata
 import os
 import sys
 import traceback
@@ -39,13 +40,18 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from engine.checks import at_least, check_output_dir, check_output_file, is_stdout
-from engine.command import Command
-from engine.config import CheckpointConfig, RunConfig
-from engine.errors import CheckpointError, PlanError, UsageError
-from engine.executors import EXECUTORS, RunResult, execute
-from engine.job import JobError, load_job, overrides, parameters
-from engine.pipeline import Pipeline
+from strata.engine.checks import (
+    at_least,
+    check_output_dir,
+    check_output_file,
+    is_stdout,
+)
+from strata.engine.command import Command
+from strata.engine.config import CheckpointConfig, RunConfig
+from strata.engine.errors import CheckpointError, PlanError, UsageError
+from strata.engine.executors import EXECUTORS, RunResult, execute
+from strata.engine.job import JobError, load_job, overrides, parameters
+from strata.engine.pipeline import Pipeline
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
@@ -214,6 +220,7 @@ def main(argv: Sequence[str] | None = None, commands: Sequence[Command] = ()) ->
     parser = argparse.ArgumentParser(
         prog="strata", description="Strata: dataflow pipelines for graphs and GNNs."
     )
+    parser.add_argument("--version", action="version", version=f"strata {version()}")
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     table: dict[str, Command] = {}
     builtin: list[Command] = [RunCommand(), DescribeCommand()]
@@ -238,6 +245,17 @@ def main(argv: Sequence[str] | None = None, commands: Sequence[Command] = ()) ->
         # Point stdout at /dev/null so the interpreter's final flush stays quiet.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return EXIT_OK
+
+
+def version() -> str:
+    """The installed distribution's version (from its metadata), or "unknown"."""
+    names = importlib.metadata.packages_distributions().get("strata", [])
+    for name in names:
+        try:
+            return importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            continue
+    return "unknown"
 
 
 @contextlib.contextmanager

@@ -2,7 +2,8 @@
 
 The engine owns ``strata run`` and ``strata describe``; graph-aware packages contribute
 their own subcommands (``strata dataset``, ``strata partition``) by implementing this
-protocol, and ``operators.cli.main`` assembles them, so the engine stays graph-agnostic.
+protocol, and ``strata.operators.cli.main`` assembles them, so the engine stays
+graph-agnostic.
 
 Examples:
     >>> import argparse
@@ -20,7 +21,9 @@ Examples:
 A command whose module is heavy (storage imports torch) can be registered lazily, so
 ``strata run`` does not pay for ``strata dataset``'s imports:
 
-    >>> lazy = LazyCommand("hello", "print a greeting", "engine.command:_Example")
+    >>> lazy = LazyCommand(
+    ...     "hello", "print a greeting", "strata.engine.command:_Example"
+    ... )
     >>> isinstance(lazy, Command), lazy.name
     (True, 'hello')
 """
@@ -51,7 +54,7 @@ class Command(Protocol):
 class LazyCommand:
     """A :class:`Command` whose class is imported only when the command is chosen.
 
-    ``engine.cli.main`` configures only the chosen command's parser, so the other
+    ``strata.engine.cli.main`` configures only the chosen command's parser, so the other
     commands' modules are never imported (``strata --help`` lists them from
     ``name`` and ``help`` alone).
 

@@ -44,7 +44,7 @@ class ChannelBounds:
 
 @dataclass(frozen=True, slots=True)
 class CheckpointConfig:
-    """When and where a streaming run checkpoints (see :mod:`engine.checkpoint`).
+    """When and where a streaming run checkpoints (see :mod:`strata.engine.checkpoint`).
 
     A checkpoint starts after ``every_items`` items emitted by one source since the
     previous checkpoint, or ``interval_s`` seconds after the previous one started,

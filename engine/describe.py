@@ -1,16 +1,16 @@
 """Render a plan for people: an aligned text table, or a Mermaid flowchart.
 
 Examples:
-    >>> from engine.ops import Map
-    >>> from engine.pipeline import Pipeline
-    >>> from engine.testing import ListSource
+    >>> from strata.engine.ops import Map
+    >>> from strata.engine.pipeline import Pipeline
+    >>> from strata.engine.testing import ListSource
     >>> p = Pipeline("demo")
     >>> _ = p.step("numbers", ListSource([1, 2]))
     >>> _ = p.step("text", Map(str), "numbers", shards=2, key=int)
     >>> print(p.describe())
     pipeline 'demo': 2 steps
-      numbers  source     engine.testing:ListSource
-      text     streaming  engine.ops:Map             x2 by int  <- numbers
+      numbers  source     strata.engine.testing:ListSource
+      text     streaming  strata.engine.ops:Map             x2 by int  <- numbers
     >>> print(p.describe(mermaid=True))
     flowchart LR
       s0[["numbers<br/>ListSource"]]
@@ -20,8 +20,8 @@ Examples:
 
 from __future__ import annotations
 
-from engine.pipeline import Step, StepKind
-from engine.plan import Plan
+from strata.engine.pipeline import Step, StepKind
+from strata.engine.plan import Plan
 
 
 def describe_text(plan: Plan) -> str:

@@ -39,8 +39,8 @@ def format_where(
 class UsageError(ValueError):
     """A command-line argument or job parameter is unusable; found before any work.
 
-    The message is one line in the template, naming the argument, where it was
-    given (``strata run``, ``jobs.degree_stats.build``), what was expected and the
+    The message is one line in the template, naming the argument, where it was given
+    (``strata run``, ``strata.jobs.degree_stats.build``), what was expected and the
     value that was given.
     """
 

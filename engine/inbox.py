@@ -1,10 +1,10 @@
 """A task's inputs: messages from every inbound link, checkpoint barriers aligned.
 
-Executors hand a task an :class:`Inbox` over their own transport (a bounded
-channel, or pyzmq sockets with credits); :func:`engine.runtime.run_task` reads it.
-Alignment is Chandy-Lamport as Flink does it: the snapshot for checkpoint ``n``
-must reflect exactly the items before barrier ``n`` on every link, so a link that
-delivered the barrier is held until all others did.
+Executors hand a task an :class:`Inbox` over their own transport (a bounded channel, or
+pyzmq sockets with credits); :func:`strata.engine.runtime.run_task` reads it. Alignment
+is Chandy-Lamport as Flink does it: the snapshot for checkpoint ``n`` must reflect
+exactly the items before barrier ``n`` on every link, so a link that delivered the
+barrier is held until all others did.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Callable
 
-from engine.channels import (
+from strata.engine.channels import (
     Barrier,
     CheckpointComplete,
     Delivery,

@@ -14,7 +14,7 @@ Examples:
     >>> overrides(build, ["num_edge=1"])
     Traceback (most recent call last):
     ...
-    engine.job.JobError: unknown parameter 'num_edge'; valid parameters: num_edges: int = 1000, fanouts: tuple[int, ...] = (10, 5)
+    strata.engine.job.JobError: unknown parameter 'num_edge'; valid parameters: num_edges: int = 1000, fanouts: tuple[int, ...] = (10, 5)
 """  # noqa: E501
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from engine.errors import format_where
+from strata.engine.errors import format_where
 
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off"}
@@ -43,7 +43,7 @@ def load_job(spec: str) -> types.ModuleType:
     """Import a job from a file path (``jobs/degree_stats.py``) or a module name.
 
     A file inside a package directory is imported under its package name
-    (``jobs.degree_stats``), so worker processes can import it again by name.
+    (``strata.jobs.degree_stats``), so worker processes can import it again by name.
     """
     path = Path(spec)
     if spec.endswith(".py") or path.exists():
@@ -61,7 +61,7 @@ def load_job(spec: str) -> types.ModuleType:
                 )
             )
         name, root = _module_name(path.resolve())
-        if str(root) not in sys.path:
+        if not name.startswith("strata.") and str(root) not in sys.path:
             sys.path.insert(0, str(root))
         spec = name
     try:
@@ -191,13 +191,30 @@ def coerce(text: str, target: Any) -> Any:
 
 
 def _module_name(path: Path) -> tuple[str, Path]:
-    """Dotted name of a file within its packages, and the directory above them."""
+    """Dotted name of a file within its packages, and the directory above them.
+
+    A file of an installed ``strata.*`` package (``jobs/cora_gcn.py`` in a
+    checkout) gets its installed name (``strata.jobs.cora_gcn``), so it is the
+    same module that worker processes and other imports see.
+    """
     parts = [path.stem]
     folder = path.parent
     while (folder / "__init__.py").exists():
         parts.insert(0, folder.name)
         folder = folder.parent
+    if len(parts) > 1 and _installed_as_strata(parts[0], folder / parts[0]):
+        parts.insert(0, "strata")
     return ".".join(parts), folder
+
+
+def _installed_as_strata(top: str, directory: Path) -> bool:
+    """Whether ``directory`` is the installed package ``strata.<top>``."""
+    try:
+        spec = importlib.util.find_spec(f"strata.{top}")
+    except (ImportError, ValueError):
+        return False
+    locations = spec.submodule_search_locations if spec is not None else None
+    return any(Path(loc).resolve() == directory.resolve() for loc in locations or ())
 
 
 def _type_name(annotation: Any) -> str:

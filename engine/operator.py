@@ -36,7 +36,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Generic, Protocol, TypeVar, runtime_checkable
 
-from engine.metrics import StepMetrics
+from strata.engine.metrics import StepMetrics
 
 In = TypeVar("In", contravariant=True)
 Out = TypeVar("Out", covariant=True)
@@ -88,7 +88,7 @@ class Operator(Protocol[In, Out]):
 
 @runtime_checkable
 class Stateful(Protocol[S]):
-    """An operator whose state is checkpointed (opt-in; see :mod:`engine.checkpoint`).
+    """An operator whose state is checkpointed (:mod:`strata.engine.checkpoint`).
 
     At checkpoint ``n`` the engine calls ``snapshot()`` *between* items: for a
     streaming step after every item before barrier ``n`` was processed, for a source
@@ -97,9 +97,9 @@ class Stateful(Protocol[S]):
     then yield). The state is stored under ``(n, step id, shard)``; on resume the
     engine calls ``open(ctx)``, then ``restore(state)``, then runs as usual.
 
-    A state must cross the wire codec (:mod:`engine.wire`, never pickle): ``None``,
-    bool, int, float, str, bytes, numpy arrays and scalars, torch tensors, Arrow
-    batches and tables, and dicts (string keys), lists and tuples of those. Return
+    A state must cross the wire codec (:mod:`strata.engine.wire`, never pickle):
+    ``None``, bool, int, float, str, bytes, numpy arrays and scalars, torch tensors,
+    Arrow batches and tables, and dicts (string keys), lists and tuples of those. Return
     data you will not mutate before the next call (the engine writes it after the
     barrier moved on; a background thread must hand over a copy).
     """

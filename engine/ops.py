@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
-from engine.operator import Operator
+from strata.engine.operator import Operator
 
 T = TypeVar("T")
 R = TypeVar("R")

@@ -1,7 +1,7 @@
 """A pipeline: named steps wired by their ids. Building one runs nothing.
 
-A step is a plain function (a *batch* step, run once when its inputs are ready) or
-an :class:`~engine.operator.Operator` object (a *streaming* step). Inputs are step
+A step is a plain function (a *batch* step, run once when its inputs are ready) or an
+:class:`~strata.engine.operator.Operator` object (a *streaming* step). Inputs are step
 ids, or ``"step.port"`` for one port of a multi-port step. What a step receives:
 
 ============================  ==================================================
@@ -20,8 +20,8 @@ Keyword arguments of :meth:`Pipeline.step` other than ``shards``, ``key`` and
 function whose own parameter has one of those names).
 
 Examples:
-    >>> from engine.ops import Map
-    >>> from engine.testing import ListSink, ListSource, run
+    >>> from strata.engine.ops import Map
+    >>> from strata.engine.testing import ListSink, ListSource, run
     >>> def square(x: int) -> int:
     ...     return x * x
     >>> def total(items: list[int], offset: int) -> dict[str, int]:
@@ -34,7 +34,7 @@ Examples:
     >>> p.record("total")
     >>> run(p)
     {'sink': [1, 4, 9]}
-    >>> from engine.executors import execute
+    >>> from strata.engine.executors import execute
     >>> execute(p).outputs
     {'total': 114}
 """
@@ -47,10 +47,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from engine.operator import declared_ports, is_operator
+from strata.engine.operator import declared_ports, is_operator
 
 if TYPE_CHECKING:
-    from engine.plan import Plan
+    from strata.engine.plan import Plan
 
 #: A shard key: an Arrow column name, or a function of a Python item.
 Key = str | Callable[[Any], object]
@@ -177,13 +177,13 @@ class Pipeline:
             PlanError: Listing every problem found (unknown inputs and ports, cycles,
                 duplicate ids, arity and declared type mismatches, bad sharding).
         """
-        from engine.plan import build_plan
+        from strata.engine.plan import build_plan
 
         return build_plan(self)
 
     def describe(self, *, mermaid: bool = False) -> str:
         """Return the validated plan as text, or as a Mermaid flowchart."""
-        from engine.describe import describe_mermaid, describe_text
+        from strata.engine.describe import describe_mermaid, describe_text
 
         plan = self.validate()
         return describe_mermaid(plan) if mermaid else describe_text(plan)

@@ -1,13 +1,13 @@
-r"""Validation: turn a :class:`~engine.pipeline.Pipeline` into a checked :class:`Plan`.
+r"""Validation: turn a :class:`~strata.engine.pipeline.Pipeline` into a checked :class:`Plan`.
 
 Every check runs, and every problem is reported at once in one
-:class:`~engine.errors.PlanError`, each naming its step (Ray Data and Bytewax do the
+:class:`~strata.engine.errors.PlanError`, each naming its step (Ray Data and Bytewax do the
 same; fixing errors one run at a time is slow). Checks: step ids (valid, unique),
 step functions, inputs and ports, cycles, sharding, a batch function's arity and
 parameters, the declared item types of connected steps, and recorded steps.
 
 Examples:
-    >>> from engine.pipeline import Pipeline
+    >>> from strata.engine.pipeline import Pipeline
     >>> def load() -> int:
     ...     return 1
     >>> def train(a: int, b: int) -> int:
@@ -32,9 +32,9 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from engine.errors import PlanError, format_error
-from engine.pipeline import Pipeline, Step, StepKind, split_ref
-from engine.typecheck import check_signature, item_type_problem
+from strata.engine.errors import PlanError, format_error
+from strata.engine.pipeline import Pipeline, Step, StepKind, split_ref
+from strata.engine.typecheck import check_signature, item_type_problem
 
 _ID = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_-]*\Z")
 

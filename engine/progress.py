@@ -8,7 +8,7 @@ it. Executors call :meth:`Progress.update` from their driver loop; no thread of 
 own.
 
 Examples:
-    >>> from engine.metrics import StepMetrics
+    >>> from strata.engine.metrics import StepMetrics
     >>> progress = Progress(enabled=False, steps=["load"])
     >>> progress.update({"load": StepMetrics(items_out=3)})
     >>> progress.close()
@@ -21,7 +21,7 @@ import time
 from collections.abc import Collection, Mapping, Sequence
 from typing import IO, Any
 
-from engine.metrics import StepMetrics
+from strata.engine.metrics import StepMetrics
 
 
 class Progress:

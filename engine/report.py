@@ -19,8 +19,8 @@ from typing import Any
 
 import numpy as np
 
-from engine.config import ChannelBounds
-from engine.metrics import StepMetrics
+from strata.engine.config import ChannelBounds
+from strata.engine.metrics import StepMetrics
 
 
 @dataclass(frozen=True, slots=True)

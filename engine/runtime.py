@@ -1,22 +1,22 @@
 """Run one task: the loop shared by every executor.
 
 An executor gives a task an *inbox* (a function returning the next
-:class:`~engine.channels.Message`) and *outlets* (one per consumer link); this module
-does the rest the same way everywhere: calling the user's function or operator,
-timing it, wrapping its exceptions in :class:`~engine.errors.StepError`, routing
-outputs to ports and shards, counting items and bytes, and closing every outlet with
-an end-of-stream.
+:class:`~strata.engine.channels.Message`) and *outlets* (one per consumer link); this
+module does the rest the same way everywhere: calling the user's function or operator,
+timing it, wrapping its exceptions in :class:`~strata.engine.errors.StepError`, routing
+outputs to ports and shards, counting items and bytes, and closing every outlet with an
+end-of-stream.
 
 A batch task reads all its inputs first: a streaming producer's items become a list
 (grouped by producer shard, in shard order, so the list is the same on every
 executor), a batch producer's single item becomes the argument itself.
 
-Checkpoints (:mod:`engine.checkpoint`) happen here too, the same way everywhere:
-the :class:`~engine.inbox.Inbox` aligns barriers across a task's inbound links; at
-an aligned barrier the task snapshots (a :class:`~engine.operator.Stateful`
-operator, or a batch task's gathered input), forwards the barrier on every outlet,
-then writes and reports its state. A source injects barriers between two items of
-its ``finish()``.
+Checkpoints (:mod:`strata.engine.checkpoint`) happen here too, the same way everywhere:
+the :class:`~strata.engine.inbox.Inbox` aligns barriers across a task's inbound links;
+at an aligned barrier the task snapshots (a :class:`~strata.engine.operator.Stateful`
+operator, or a batch task's gathered input), forwards the barrier on every outlet, then
+writes and reports its state. A source injects barriers between two items of its
+``finish()``.
 """
 
 from __future__ import annotations
@@ -26,16 +26,16 @@ from collections.abc import Callable, Iterable, Mapping
 from functools import partial
 from typing import Any, Protocol
 
-from engine.channels import Barrier, Cancelled, Delivery
-from engine.checkpoint.task import StateEncodeError, TaskCheckpoints
-from engine.errors import StepError, WireError, format_error
-from engine.inbox import Inbox
-from engine.metrics import StepMetrics
-from engine.operator import IDLE, Emit, Operator, Stateful, StepContext, Tagged
-from engine.pipeline import StepKind
-from engine.sharding import ShardKeyError, split
-from engine.sizing import nbytes
-from engine.tasks import Task
+from strata.engine.channels import Barrier, Cancelled, Delivery
+from strata.engine.checkpoint.task import StateEncodeError, TaskCheckpoints
+from strata.engine.errors import StepError, WireError, format_error
+from strata.engine.inbox import Inbox
+from strata.engine.metrics import StepMetrics
+from strata.engine.operator import IDLE, Emit, Operator, Stateful, StepContext, Tagged
+from strata.engine.pipeline import StepKind
+from strata.engine.sharding import ShardKeyError, split
+from strata.engine.sizing import nbytes
+from strata.engine.tasks import Task
 
 
 class Outlet(Protocol):
@@ -302,8 +302,8 @@ def _drain(
 ) -> None:
     """Iterate an operator's outputs, timing only the operator's own code.
 
-    ``between`` runs after each output (``True``) or :data:`~engine.operator.IDLE`
-    (``False``): a source's checkpoint gate.
+    ``between`` runs after each output (``True``) or
+    :data:`~strata.engine.operator.IDLE` (``False``): a source's checkpoint gate.
     """
     location = f"{task.step.location}.{method}"
     start = time.perf_counter()

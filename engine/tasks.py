@@ -5,9 +5,9 @@ is what makes results match: the same producer shards feed the same consumer sha
 and keyed items are split by the same stable hash.
 
 Examples:
-    >>> from engine.ops import Map
-    >>> from engine.pipeline import Pipeline
-    >>> from engine.testing import ListSource
+    >>> from strata.engine.ops import Map
+    >>> from strata.engine.pipeline import Pipeline
+    >>> from strata.engine.testing import ListSource
     >>> p = Pipeline("demo")
     >>> _ = p.step("numbers", ListSource([1, 2]))
     >>> _ = p.step("text", Map(str), "numbers", shards=2, key=int)
@@ -22,8 +22,8 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 
-from engine.pipeline import Key, Step, StepKind
-from engine.plan import Plan
+from strata.engine.pipeline import Key, Step, StepKind
+from strata.engine.plan import Plan
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,8 +1,8 @@
 """Testing utilities that ship with the engine: list in, list out, any executor.
 
 Examples:
-    >>> from engine.ops import Map
-    >>> from engine.pipeline import Pipeline
+    >>> from strata.engine.ops import Map
+    >>> from strata.engine.pipeline import Pipeline
     >>> p = Pipeline("double")
     >>> _ = p.step("numbers", ListSource([1, 2, 3]))
     >>> _ = p.step("double", Map(abs), "numbers")
@@ -20,10 +20,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
-from engine.config import RunConfig
-from engine.executors import Executor, execute
-from engine.operator import Operator
-from engine.pipeline import Pipeline
+from strata.engine.config import RunConfig
+from strata.engine.executors import Executor, execute
+from strata.engine.operator import Operator
+from strata.engine.pipeline import Pipeline
 
 T = TypeVar("T")
 
@@ -44,12 +44,12 @@ class Abort:
 
     Examples:
         >>> import tempfile
-        >>> from engine.pipeline import Pipeline
+        >>> from strata.engine.pipeline import Pipeline
         >>> marker = tempfile.mktemp()
         >>> p = Pipeline("abort")
         >>> _ = p.step("numbers", ListSource([1, Abort(marker), 2]))
         >>> _ = p.step("out", ListSink(), "numbers")
-        >>> from engine.executors import execute
+        >>> from strata.engine.executors import execute
         >>> execute(p, check=False).ok, run(p)
         (False, {'out': [1, 2]})
     """
@@ -70,8 +70,8 @@ class Abort:
 class ListSource(Operator[None, T], Generic[T]):
     """A source emitting the given items in order, lazily (one per channel slot).
 
-    It is :class:`~engine.operator.Stateful`: its state is the position of the next
-    item, so a checkpointed run resumes after the last checkpointed item. An
+    It is :class:`~strata.engine.operator.Stateful`: its state is the position of the
+    next item, so a checkpointed run resumes after the last checkpointed item. An
     :class:`Abort` among the items injects a crash there.
     """
 

@@ -7,13 +7,13 @@ a function through its annotations. Anything vaguer (``Any``, type variables,
 generics other than ``list``/``Sequence`` of a class) is not checked.
 
 Examples:
-    >>> from engine.pipeline import Step
+    >>> from strata.engine.pipeline import Step
     >>> def scale(x: float, factor: float) -> float:
     ...     return x * factor
     >>> list(check_signature(Step("scale", scale, ("a",), {"factor": 2.0})))
     []
     >>> print(*check_signature(Step("scale", scale, ("a", "b"), {"factor": 2.0})))
-    inputs in step 'scale': expected 1 input for engine.typecheck:scale(x, *, factor), got 2 (a, b).
+    inputs in step 'scale': expected 1 input for strata.engine.typecheck:scale(x, *, factor), got 2 (a, b).
 """  # noqa: E501
 
 from __future__ import annotations
@@ -25,9 +25,9 @@ import typing
 from collections.abc import Iterator
 from typing import Any
 
-from engine.errors import format_error
-from engine.operator import Operator
-from engine.pipeline import Step, StepKind
+from strata.engine.errors import format_error
+from strata.engine.operator import Operator
+from strata.engine.pipeline import Step, StepKind
 
 _POSITIONAL = (
     inspect.Parameter.POSITIONAL_ONLY,

@@ -16,9 +16,9 @@ bytes                             ``{"by": i}``
 dict (str keys), list, tuple      ``{"d": {...}}``, ``{"l": [...]}``, ``{"t": [...]}``
 ================================  =============================================
 
-Anything else raises :class:`~engine.errors.WireError`: data is never pickled, so a
-worker cannot be made to run code by what it receives. Decoding is zero-copy where
-the library allows (numpy, Arrow IPC, torch) over the received frame buffers.
+Anything else raises :class:`~strata.engine.errors.WireError`: data is never pickled, so
+a worker cannot be made to run code by what it receives. Decoding is zero-copy where the
+library allows (numpy, Arrow IPC, torch) over the received frame buffers.
 
 Examples:
     >>> import numpy as np
@@ -39,7 +39,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from engine.errors import WireError
+from strata.engine.errors import WireError
 
 Buffer = Any  # bytes, memoryview, pa.Buffer, zmq.Frame: anything with the buffer API
 _SCALARS = (str, int, float, bool, type(None))

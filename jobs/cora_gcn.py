@@ -25,12 +25,12 @@ threads to pay off, and on a shared machine idle-spinning worker threads made an
 epoch several times slower (``--set threads=0`` keeps torch's default).
 
 ``workers`` > 1 trains partition-parallel on a gang of that many processes
-(:class:`~operators.trainers.distributed.DistributedTrainer`, exact mode: halo
+(:class:`~strata.operators.trainers.distributed.DistributedTrainer`, exact mode: halo
 exchange every layer), whose results equal single-device training up to float
 rounding. One caveat: a partitioned run cannot reproduce torch's dropout masks,
 so it draws counter-based masks keyed by (seed, epoch, layer, node);
 ``masks=counter`` makes a one-device run draw the same ones
-(:class:`~operators.trainers.distributed.CounterDropoutTrainer`), so
+(:class:`~strata.operators.trainers.distributed.CounterDropoutTrainer`), so
 ``--set workers=1 --set masks=counter`` and ``--set workers=2`` train the same
 model. ``masks=auto`` (the default) is torch's masks on one device, counter
 masks on a gang::
@@ -48,16 +48,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from engine import Operator, Pipeline
-from operators.errors import OperatorError
-from operators.io.datasets import load_dataset
-from operators.trainers import FullGraphTrainer, ModelConfig, TrainConfig
-from operators.trainers.distributed import (
+from strata.engine import Operator, Pipeline
+from strata.operators.errors import OperatorError
+from strata.operators.io.datasets import load_dataset
+from strata.operators.trainers import FullGraphTrainer, ModelConfig, TrainConfig
+from strata.operators.trainers.distributed import (
     CounterDropoutTrainer,
     DistributedConfig,
     DistributedTrainer,
 )
-from operators.trainers.records import training_outputs
+from strata.operators.trainers.records import training_outputs
 
 #: Kipf & Welling's GCN settings (weight decay on the first layer only).
 _GCN: dict[str, Any] = {

@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from engine import Map, Operator, Pipeline, StepContext, at_least
+from strata.engine import Map, Operator, Pipeline, StepContext, at_least
 
 RMAT_PROBABILITIES = (0.57, 0.19, 0.19, 0.05)
 TOP = 10

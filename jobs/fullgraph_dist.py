@@ -15,13 +15,13 @@ processes (CPU processes stand in for GPUs here)::
 ``mode`` picks the trainer:
 
 * ``exact``: partition-parallel training
-  (:class:`~operators.trainers.distributed.DistributedTrainer`): each worker owns
+  (:class:`~strata.operators.trainers.distributed.DistributedTrainer`): each worker owns
   one part of a METIS-style partition and exchanges halo rows every layer.
 * ``hongtu``: chunked training with host offload and deduplicated loading; with
   ``device_budget`` (bytes, or ``64MiB``, ``1.5GiB``) the trainer picks the
   number of chunks per worker from its memory model (``chunks`` forces it).
 * ``emma``: the Emma option
-  (:class:`~operators.trainers.distributed.emma.EmmaTrainer`): source chunking
+  (:class:`~strata.operators.trainers.distributed.emma.EmmaTrainer`): source chunking
   into ``splits`` parts with moving aggregation, exact evaluation.
 
 Exact and HongTu results equal single-device training for any worker count.
@@ -49,12 +49,12 @@ from typing import Any
 
 import numpy as np
 
-from engine import Operator, Pipeline, at_least, between
-from operators.errors import OperatorError
-from operators.io.datasets import load_dataset
-from operators.trainers import ModelConfig, TrainConfig
-from operators.trainers.distributed import DistributedConfig, DistributedTrainer
-from operators.trainers.records import training_outputs
+from strata.engine import Operator, Pipeline, at_least, between
+from strata.operators.errors import OperatorError
+from strata.operators.io.datasets import load_dataset
+from strata.operators.trainers import ModelConfig, TrainConfig
+from strata.operators.trainers.distributed import DistributedConfig, DistributedTrainer
+from strata.operators.trainers.records import training_outputs
 
 MODES = ("exact", "hongtu", "emma")
 _WHERE = "fullgraph_dist"
@@ -98,7 +98,7 @@ def with_task(
     the rest test nodes. ``meta["synthesized"]`` lists what was drawn.
 
     Examples:
-        >>> from operators.io.datasets import load_dataset
+        >>> from strata.operators.io.datasets import load_dataset
         >>> payload = load_dataset("rmat:scale=6,edge_factor=4")
         >>> out = with_task(payload, classes=3, features=5, train_fraction=0.5,
         ...                 seed=0)
@@ -146,7 +146,7 @@ def trainer_for(
 ) -> Operator[Any, Any]:
     """The training step of ``mode`` (emma: ``dist`` in exact mode plus S)."""
     if mode == "emma":
-        from operators.trainers.distributed.emma import EmmaConfig, EmmaTrainer
+        from strata.operators.trainers.distributed.emma import EmmaConfig, EmmaTrainer
 
         return EmmaTrainer(config, dist, EmmaConfig(splits=splits))
     return DistributedTrainer(config, dist)
@@ -205,7 +205,7 @@ def dist_outputs(
     outputs = training_outputs(results, epochs, extra)
     (report,) = reports
     if "emma" in report:
-        from operators.trainers.distributed.emma import emma_outputs
+        from strata.operators.trainers.distributed.emma import emma_outputs
 
         outputs = emma_outputs(results, epochs, reports, extra)
     workers = report["per_worker"]
@@ -251,7 +251,7 @@ def _tensor_peak(worker: dict[str, Any]) -> int | None:
     HongTu accounts every tensor it brings to the device in its arena (modelled
     bounds for torch's temporaries included); the exact and Emma engines measure
     their resident tensors plus what autograd saved for backward
-    (:class:`~operators.trainers.distributed.partition_parallel.SavedTensorMeter`).
+    (:class:`~strata.operators.trainers.distributed.partition_parallel.SavedTensorMeter`).
     None where neither was measured.
     """
     if "arena_peak_bytes" in worker:

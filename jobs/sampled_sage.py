@@ -36,17 +36,17 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from engine import Pipeline, at_least, between
-from operators.errors import OperatorError
-from operators.io.datasets import community_dataset, save_dataset_dir
-from operators.trainers import (
+from strata.engine import Pipeline, at_least, between
+from strata.operators.errors import OperatorError
+from strata.operators.io.datasets import community_dataset, save_dataset_dir
+from strata.operators.trainers import (
     EvalMode,
     ModelConfig,
     SampledTrainer,
     SamplingConfig,
     TrainConfig,
 )
-from operators.trainers.records import training_outputs
+from strata.operators.trainers.records import training_outputs
 
 STORES = ("memory", "arrow")
 

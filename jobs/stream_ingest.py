@@ -22,7 +22,7 @@ the last flush), event-to-embedding latency percentiles, the window's message
 counts per layer (``steps`` counters in the run report), a digest and a sample of
 the final embeddings; ``embeddings_out`` receives all of them (``.npy``), and with
 ``query_endpoint`` the running job answers queries of current embeddings
-(``operators.streaming.client.query_embeddings``)::
+(``strata.operators.streaming.client.query_embeddings``)::
 
     strata run jobs/stream_ingest.py
     strata run jobs/stream_ingest.py --set model=gcn --set window=session:20@200
@@ -46,9 +46,9 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from engine import Pipeline, at_least, between
-from operators.layers import GCN, GraphSAGE
-from operators.streaming import (
+from strata.engine import Pipeline, at_least, between
+from strata.operators.layers import GCN, GraphSAGE
+from strata.operators.streaming import (
     EmbeddingSink,
     InitData,
     LogSource,
@@ -57,10 +57,10 @@ from operators.streaming import (
     streaming_gnn,
     summarize_stream,
 )
-from operators.streaming.ingest import ZmqIngest
-from operators.streaming.update_files import read_update_file, update_batches
-from operators.streaming.windows import parse_window
-from storage import UpdateLog, load_graph
+from strata.operators.streaming.ingest import ZmqIngest
+from strata.operators.streaming.update_files import read_update_file, update_batches
+from strata.operators.streaming.windows import parse_window
+from strata.storage import UpdateLog, load_graph
 
 _MODELS = {"sage": "mean", "sage-sum": "sum", "sage-max": "max", "gcn": None}
 

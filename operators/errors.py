@@ -2,7 +2,7 @@
 
 Every message reads
 ``<subject> in <where>: expected <expected>, got <got>. Hint: <hint>``
-(see STYLE.md, Errors, and :func:`storage.errors.format_error`).
+(see STYLE.md, Errors, and :func:`strata.storage.errors.format_error`).
 
 Examples:
     >>> err = OperatorError.build("x", "GCNConv.forward", "4 rows", "3 rows")
@@ -12,7 +12,7 @@ Examples:
 
 from __future__ import annotations
 
-from storage.errors import format_error
+from strata.storage.errors import format_error
 
 
 class OperatorError(ValueError):

@@ -2,34 +2,44 @@
 
 Multilevel k-way (METIS-style), GREM, streaming LDG/Fennel, HDRF vertex-cut.
 
-A plain library: it imports ``storage`` (for :class:`~storage.CSRGraph`), numpy and
-numba only, and does no I/O. Every partitioner is a frozen config with
-``partition(graph) -> Partition``; metrics are defined in :mod:`partition.metrics`.
+A plain library: it imports ``storage`` (for :class:`~strata.storage.CSRGraph`), numpy
+and numba only, and does no I/O. Every partitioner is a frozen config with
+``partition(graph) -> Partition``; metrics are defined in
+:mod:`strata.partition.metrics`.
 
 Examples:
     >>> import numpy as np
-    >>> from storage import CSRGraph
-    >>> from partition import MultilevelPartitioner
+    >>> from strata.storage import CSRGraph
+    >>> from strata.partition import MultilevelPartitioner
     >>> src = np.arange(64); ring = CSRGraph.from_edges(src, (src + 1) % 64)
     >>> MultilevelPartitioner(k=4).partition(ring).report.edge_cut
     4.0
 """
 
-from partition.baselines import HashPartitioner, MetisReference, RandomPartitioner
-from partition.book import PartitionBook, build_book
-from partition.chunk_order import order_chunks
-from partition.chunking import (
+from strata.partition.baselines import (
+    HashPartitioner,
+    MetisReference,
+    RandomPartitioner,
+)
+from strata.partition.book import PartitionBook, build_book
+from strata.partition.chunk_order import order_chunks
+from strata.partition.chunking import (
     ChunkConfig,
     ChunkMethod,
     ChunkOrdering,
     ChunkSchedule,
     split_chunks,
 )
-from partition.errors import PartitionError, PartitionKeyError
-from partition.grem import ArrayEdgeChunks, EdgeChunks, GremPartitioner, ScoreDType
-from partition.hdrf import EdgeOrder, HDRFPartitioner, HDRFState
-from partition.load_plan import LoadMode, LoadPlan, plan_loads
-from partition.metrics import (
+from strata.partition.errors import PartitionError, PartitionKeyError
+from strata.partition.grem import (
+    ArrayEdgeChunks,
+    EdgeChunks,
+    GremPartitioner,
+    ScoreDType,
+)
+from strata.partition.hdrf import EdgeOrder, HDRFPartitioner, HDRFState
+from strata.partition.load_plan import LoadMode, LoadPlan, plan_loads
+from strata.partition.metrics import (
     as_undirected_simple,
     balance,
     balance_cap,
@@ -38,10 +48,10 @@ from partition.metrics import (
     halo_sizes,
     replication_factor,
 )
-from partition.multilevel import MultilevelPartitioner
-from partition.refine import GreedyKWayRefiner
-from partition.streaming import FennelPartitioner, LDGPartitioner, StreamOrder
-from partition.types import CutKind, Partition, Partitioner, PartitionReport
+from strata.partition.multilevel import MultilevelPartitioner
+from strata.partition.refine import GreedyKWayRefiner
+from strata.partition.streaming import FennelPartitioner, LDGPartitioner, StreamOrder
+from strata.partition.types import CutKind, Partition, Partitioner, PartitionReport
 
 __all__ = [
     "ArrayEdgeChunks",

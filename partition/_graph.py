@@ -1,10 +1,10 @@
 """Input checks and the weighted CSR every numba kernel of the package reads.
 
-:func:`prepare` turns a user's :class:`~storage.CSRGraph` plus optional node weights
-into a :class:`WeightedCSR` over the undirected simple graph, raising
-:class:`~partition.errors.PartitionError` on bad input (k out of range, no vertices,
-no edges, negative or non-finite weights). :func:`build_report` computes the shared
-report fields.
+:func:`prepare` turns a user's :class:`~strata.storage.CSRGraph` plus optional node
+weights into a :class:`WeightedCSR` over the undirected simple graph, raising
+:class:`~strata.partition.errors.PartitionError` on bad input (k out of range, no
+vertices, no edges, negative or non-finite weights). :func:`build_report` computes the
+shared report fields.
 
 Weights become int64 as METIS requires: integral weights are kept; fractional ones
 are scaled so the largest becomes 10**6 and rounded, a positive weight never rounding
@@ -22,18 +22,18 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from partition._jit import njit
-from partition._types import BoolArray, Float64Array, Int32Array, Int64Array
-from partition.errors import PartitionError
-from partition.metrics import (
+from strata.partition._jit import njit
+from strata.partition._types import BoolArray, Float64Array, Int32Array, Int64Array
+from strata.partition.errors import PartitionError
+from strata.partition.metrics import (
     NO_WEIGHTS,
     as_undirected_simple,
     balance,
     balance_cap,
     cut_stats,
 )
-from partition.types import CutKind, Partition, PartitionReport
-from storage import CSRGraph
+from strata.partition.types import CutKind, Partition, PartitionReport
+from strata.storage import CSRGraph
 
 _FRACTIONAL_SCALE = 1e6
 
@@ -218,7 +218,7 @@ def fill_lightest(pwgts: Int64Array, weights: Int64Array) -> Int32Array:
 
 
 def part_cap(vwgt: Int64Array, k: int, eps: float) -> int:
-    """Integer balance cap of ``partition.metrics.balance_cap``."""
+    """Integer balance cap of ``strata.partition.metrics.balance_cap``."""
     return int(balance_cap(float(vwgt.sum()), k, eps))
 
 

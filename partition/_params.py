@@ -9,7 +9,7 @@ Examples:
     >>> check_settings("LDGPartitioner", floats={"imbalance": -1.0})
     Traceback (most recent call last):
     ...
-    partition.errors.PartitionError: imbalance in LDGPartitioner: expected imbalance >= 0 (a finite number), got -1.0.
+    strata.partition.errors.PartitionError: imbalance in LDGPartitioner: expected imbalance >= 0 (a finite number), got -1.0.
 """  # noqa: E501
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import math
 import numbers
 from collections.abc import Mapping
 
-from partition.errors import PartitionError
+from strata.partition.errors import PartitionError
 
 #: The smallest value of each setting, by field name; names not listed need >= 1.
 _MINIMUM: dict[str, float] = {

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from partition._jit import njit
+from strata.partition._jit import njit
 
 
 @njit(cache=True)

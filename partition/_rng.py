@@ -1,10 +1,10 @@
 """A small deterministic random stream for sequential numba kernels.
 
-State is a one-element ``uint64`` array advanced by SplitMix64, so kernels draw from
-an explicit stream (never numba's global ``np.random``, which other packages' kernels
+State is a one-element ``uint64`` array advanced by SplitMix64, so kernels draw from an
+explicit stream (never numba's global ``np.random``, which other packages' kernels
 share): the same seed gives the same partition whatever else ran before. The mixing
-function is storage's counter hash (``storage.generators.hashing.splitmix64``): draw i
-of a stream is the hash of its i-th counter value.
+function is storage's counter hash (``strata.storage.generators.hashing.splitmix64``):
+draw i of a stream is the hash of its i-th counter value.
 
 References:
     Steele, Lea and Flood, "Fast splittable pseudorandom number generators",
@@ -15,9 +15,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from partition._jit import njit
-from partition._types import Int64Array
-from storage.generators.hashing import splitmix64
+from strata.partition._jit import njit
+from strata.partition._types import Int64Array
+from strata.storage.generators.hashing import splitmix64
 
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 _S11 = np.uint64(11)

@@ -11,7 +11,7 @@
 
 Examples:
     >>> import numpy as np
-    >>> from storage import CSRGraph
+    >>> from strata.storage import CSRGraph
     >>> src = np.arange(12); dst = (src + 1) % 12
     >>> g = CSRGraph.from_edges(src, dst)
     >>> RandomPartitioner(k=3, seed=1).partition(g).report.part_sizes
@@ -27,14 +27,19 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from partition._graph import PhaseTimer, edge_cut_partition, fill_lightest, prepare
-from partition._jit import njit
-from partition._params import check_settings
-from partition._types import Float64Array, Int32Array
-from partition.errors import PartitionError
-from partition.types import Partition
-from storage import CSRGraph
-from storage.generators.hashing import splitmix64
+from strata.partition._graph import (
+    PhaseTimer,
+    edge_cut_partition,
+    fill_lightest,
+    prepare,
+)
+from strata.partition._jit import njit
+from strata.partition._params import check_settings
+from strata.partition._types import Float64Array, Int32Array
+from strata.partition.errors import PartitionError
+from strata.partition.types import Partition
+from strata.storage import CSRGraph
+from strata.storage.generators.hashing import splitmix64
 
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 

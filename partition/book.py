@@ -1,22 +1,22 @@
 """PartitionBook: owners, global <-> local ids, halo (ghost) sets per part and chunk.
 
-Built by :func:`build_book` from a graph and a :class:`~partition.types.Partition`.
-Local ids on part p: owned vertices ``0 .. n_p - 1`` (ascending global id), then the
-halo ``n_p .. n_p + h_p - 1`` (ascending). The halo of part p holds the vertices
-owned elsewhere within ``halo_hops`` *in*-hops of p's vertices (the rows a
-message-passing layer on p reads). A chunked book also carries the
-:class:`~partition.chunking.ChunkSchedule`; a vertex-cut book lists, per part, the
-vertices that have an edge there but their master elsewhere (:meth:`replicas`).
+Built by :func:`build_book` from a graph and a
+:class:`~strata.partition.types.Partition`. Local ids on part p: owned vertices ``0 ..
+n_p - 1`` (ascending global id), then the halo ``n_p .. n_p + h_p - 1`` (ascending). The
+halo of part p holds the vertices owned elsewhere within ``halo_hops`` *in*-hops of p's
+vertices (the rows a message-passing layer on p reads). A chunked book also carries the
+:class:`~strata.partition.chunking.ChunkSchedule`; a vertex-cut book lists, per part,
+the vertices that have an edge there but their master elsewhere (:meth:`replicas`).
 
 :meth:`PartitionBook.to_arrays` / :meth:`~PartitionBook.from_arrays` convert to a
-dict of numpy arrays; ``operators.io.partition_book`` stores them in a dataset
+dict of numpy arrays; ``strata.operators.io.partition_book`` stores them in a dataset
 directory (``partition/`` itself does no I/O).
 
 Examples:
     >>> import numpy as np
-    >>> from storage import CSRGraph
-    >>> from partition.types import CutKind, Partition
-    >>> from partition.baselines import RandomPartitioner
+    >>> from strata.storage import CSRGraph
+    >>> from strata.partition.types import CutKind, Partition
+    >>> from strata.partition.baselines import RandomPartitioner
     >>> src = np.arange(6); ring = CSRGraph.from_edges(src, (src + 1) % 6)
     >>> p = RandomPartitioner(k=2, seed=0).partition(ring)
     >>> book = build_book(ring, p)
@@ -36,12 +36,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from partition._types import Int32Array, Int64Array
-from partition.chunking import ChunkSchedule
-from partition.errors import PartitionError, PartitionKeyError
-from partition.metrics import undirected_edges
-from partition.types import CutKind, Partition
-from storage import CSRGraph, format_error
+from strata.partition._types import Int32Array, Int64Array
+from strata.partition.chunking import ChunkSchedule
+from strata.partition.errors import PartitionError, PartitionKeyError
+from strata.partition.metrics import undirected_edges
+from strata.partition.types import CutKind, Partition
+from strata.storage import CSRGraph, format_error
 
 _WHERE = "build_book"
 _CHUNK_PREFIX = "chunk_"

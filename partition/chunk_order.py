@@ -27,8 +27,8 @@ from dataclasses import replace
 
 import numpy as np
 
-from partition._types import Int64Array
-from partition.chunking import ChunkSchedule
+from strata.partition._types import Int64Array
+from strata.partition.chunking import ChunkSchedule
 
 
 def overlap_matrix(schedule: ChunkSchedule, part: int) -> Int64Array:

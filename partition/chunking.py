@@ -15,7 +15,7 @@ Level-2 methods (:class:`ChunkMethod`):
 
 :func:`split_chunks` builds a :class:`ChunkSchedule` (D_c, S_c and the chunk CSR
 whose rows are ``D_c`` and whose column ids index ``S_c``), and orders each part's
-chunks with :func:`partition.chunk_order.order_chunks`.
+chunks with :func:`strata.partition.chunk_order.order_chunks`.
 
 References:
     Wang, Chen, Wong and He, "HongTu: Scalable Full-Graph GNN Training on
@@ -23,7 +23,7 @@ References:
 
 Examples:
     >>> import numpy as np
-    >>> from storage import CSRGraph
+    >>> from strata.storage import CSRGraph
     >>> src = np.arange(16); ring = CSRGraph.from_edges(src, (src + 1) % 16)
     >>> part = (np.arange(16) // 8).astype(np.int32)            # two halves
     >>> s = split_chunks(ring, part, 2, ChunkConfig(num_chunks=2))
@@ -42,14 +42,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from partition._graph import check_k
-from partition._jit import njit
-from partition._params import check_settings
-from partition._types import Int32Array, Int64Array
-from partition.errors import PartitionError
-from partition.multilevel import MultilevelPartitioner
-from partition.streaming import bfs_order
-from storage import CSRGraph, DuplicatePolicy, SelfLoopPolicy
+from strata.partition._graph import check_k
+from strata.partition._jit import njit
+from strata.partition._params import check_settings
+from strata.partition._types import Int32Array, Int64Array
+from strata.partition.errors import PartitionError
+from strata.partition.multilevel import MultilevelPartitioner
+from strata.partition.streaming import bfs_order
+from strata.storage import CSRGraph, DuplicatePolicy, SelfLoopPolicy
 
 _WHERE = "split_chunks"
 
@@ -348,7 +348,7 @@ def split_chunks(
         num_parts, m, unordered, dst_ptr, dst, src_ptr, src, in_ptr, in_src
     )
     if config.ordering is ChunkOrdering.OVERLAP:
-        from partition.chunk_order import order_chunks  # chunk_order imports us
+        from strata.partition.chunk_order import order_chunks  # chunk_order imports us
 
         return order_chunks(schedule)
     return schedule

@@ -1,6 +1,6 @@
 """Coarsening for the multilevel partitioners: matchings and contraction.
 
-A level is a :class:`~partition._graph.WeightedCSR` plus ``cmap`` (fine vertex ->
+A level is a :class:`~strata.partition._graph.WeightedCSR` plus ``cmap`` (fine vertex ->
 coarse vertex). The rules follow METIS 5.2.1 (read from its source and paraphrased):
 
 * **Visit order**: a seeded permutation, stably bucket-sorted by
@@ -29,9 +29,9 @@ References:
 
 Examples:
     >>> import numpy as np
-    >>> from storage import CSRGraph
-    >>> from partition._graph import prepare
-    >>> from partition._rng import new_state
+    >>> from strata.storage import CSRGraph
+    >>> from strata.partition._graph import prepare
+    >>> from strata.partition._rng import new_state
     >>> ring = CSRGraph.from_edges(np.arange(1000), (np.arange(1000) + 1) % 1000)
     >>> _, g = prepare(ring, 2, None, "doc")
     >>> levels = coarsen(g, 2, CoarsenConfig(), new_state(0))
@@ -47,10 +47,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from partition._graph import WeightedCSR
-from partition._jit import njit
-from partition._rng import partial_permutation
-from partition._types import Int32Array, Int64Array
+from strata.partition._graph import WeightedCSR
+from strata.partition._jit import njit
+from strata.partition._rng import partial_permutation
+from strata.partition._types import Int32Array, Int64Array
 
 _UNMATCHED = -1
 

@@ -8,7 +8,7 @@ Examples:
 
 from __future__ import annotations
 
-from storage.errors import format_error
+from strata.storage.errors import format_error
 
 
 class PartitionError(ValueError):

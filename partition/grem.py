@@ -39,7 +39,7 @@ References:
     Streaming Graph Partitioning for Massive Scale Graphs", WSDM 2014.
 
 Examples:
-    >>> from storage.generators import sbm
+    >>> from strata.storage.generators import sbm
     >>> g, _ = sbm(2000, 8, avg_degree=12, intra_fraction=0.9, seed=0)
     >>> p = GremPartitioner(k=8, seed=0).partition(g)
     >>> r = p.report
@@ -60,7 +60,7 @@ from typing import Protocol
 
 import numpy as np
 
-from partition._graph import (
+from strata.partition._graph import (
     PhaseTimer,
     check_graph,
     check_k,
@@ -68,15 +68,15 @@ from partition._graph import (
     edge_cut_partition,
     part_cap,
 )
-from partition._jit import njit
-from partition._params import check_settings
-from partition._rng import new_state, shuffle
-from partition._types import Float64Array, Int32Array
-from partition.errors import PartitionError
-from partition.metrics import undirected_edges
-from partition.multilevel import MultilevelPartitioner
-from partition.types import CutKind, Partition, Partitioner, PartitionReport
-from storage import CSRGraph, DuplicatePolicy, SelfLoopPolicy
+from strata.partition._jit import njit
+from strata.partition._params import check_settings
+from strata.partition._rng import new_state, shuffle
+from strata.partition._types import Float64Array, Int32Array
+from strata.partition.errors import PartitionError
+from strata.partition.metrics import undirected_edges
+from strata.partition.multilevel import MultilevelPartitioner
+from strata.partition.types import CutKind, Partition, Partitioner, PartitionReport
+from strata.storage import CSRGraph, DuplicatePolicy, SelfLoopPolicy
 
 _WHERE = "GremPartitioner"
 _BF16_SHIFT = np.uint32(16)

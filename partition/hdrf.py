@@ -42,14 +42,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from partition._graph import check_graph, config_dict
-from partition._jit import njit
-from partition._params import check_settings
-from partition._types import Float64Array, Int32Array
-from partition.errors import PartitionError
-from partition.metrics import undirected_edges, vertex_cut_replication
-from partition.types import CutKind, Partition, PartitionReport
-from storage import CSRGraph
+from strata.partition._graph import check_graph, config_dict
+from strata.partition._jit import njit
+from strata.partition._params import check_settings
+from strata.partition._types import Float64Array, Int32Array
+from strata.partition.errors import PartitionError
+from strata.partition.metrics import undirected_edges, vertex_cut_replication
+from strata.partition.types import CutKind, Partition, PartitionReport
+from strata.storage import CSRGraph
 
 _WHERE = "HDRFPartitioner"
 
@@ -280,8 +280,9 @@ class HDRFPartitioner:
     ) -> Partition:
         """Place every undirected edge; masters go in ``assignment``.
 
-        ``edge_assignment`` follows ``partition.metrics.undirected_edges(graph)``.
-        Vertices without edges get the part with the fewest masters.
+        ``edge_assignment`` follows
+        ``strata.partition.metrics.undirected_edges(graph)``. Vertices without edges get
+        the part with the fewest masters.
 
         Raises:
             PartitionError: on bad input, or node weights (HDRF balances edges).

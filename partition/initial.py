@@ -23,9 +23,9 @@ References:
 
 Examples:
     >>> import numpy as np
-    >>> from storage import CSRGraph
-    >>> from partition._graph import prepare
-    >>> from partition._rng import new_state
+    >>> from strata.storage import CSRGraph
+    >>> from strata.partition._graph import prepare
+    >>> from strata.partition._rng import new_state
     >>> src = np.arange(40); dst = (src + 1) % 40          # a ring of 40
     >>> _, g = prepare(CSRGraph.from_edges(src, dst), 4, None, "doc")
     >>> where = recursive_bisection(g, 4, InitialConfig(), 0.03, new_state(0))
@@ -40,12 +40,19 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from partition._graph import WeightedCSR
-from partition._jit import njit
-from partition._pq import pq_clear, pq_delete, pq_insert, pq_new, pq_pop, pq_update
-from partition._rng import rand_below, shuffle
-from partition._types import Int32Array
-from partition.coarsen import coarsen_once
+from strata.partition._graph import WeightedCSR
+from strata.partition._jit import njit
+from strata.partition._pq import (
+    pq_clear,
+    pq_delete,
+    pq_insert,
+    pq_new,
+    pq_pop,
+    pq_update,
+)
+from strata.partition._rng import rand_below, shuffle
+from strata.partition._types import Int32Array
+from strata.partition.coarsen import coarsen_once
 
 
 @dataclass(frozen=True, slots=True)

@@ -43,8 +43,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from partition._types import Int64Array
-from partition.errors import PartitionError
+from strata.partition._types import Int64Array
+from strata.partition.errors import PartitionError
 
 
 class LoadMode(enum.Enum):

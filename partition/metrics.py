@@ -21,7 +21,7 @@ Definitions (n vertices, m undirected edges):
 
 Examples:
     >>> import numpy as np
-    >>> from storage import CSRGraph
+    >>> from strata.storage import CSRGraph
     >>> g = CSRGraph.from_edges(np.array([0, 1, 2, 3]), np.array([1, 2, 3, 0]))
     >>> a = np.array([0, 0, 1, 1], dtype=np.int32)
     >>> edge_cut(g, a), balance(a, 2), halo_sizes(g, a, 2).tolist()
@@ -36,9 +36,9 @@ import math
 
 import numpy as np
 
-from partition._jit import njit
-from partition._types import BoolArray, Float64Array, Int32Array, Int64Array
-from storage import CSRGraph, DuplicatePolicy, SelfLoopPolicy
+from strata.partition._jit import njit
+from strata.partition._types import BoolArray, Float64Array, Int32Array, Int64Array
+from strata.storage import CSRGraph, DuplicatePolicy, SelfLoopPolicy
 
 NO_WEIGHTS = np.empty(0, dtype=np.float32)
 NO_WEIGHTS.flags.writeable = False  # like CSRGraph's arrays: one numba signature

@@ -14,7 +14,7 @@ References:
 
 Examples:
     >>> import numpy as np
-    >>> from storage import CSRGraph
+    >>> from strata.storage import CSRGraph
     >>> src = np.arange(200); dst = (src + 1) % 200           # a ring of 200
     >>> p = MultilevelPartitioner(k=4, seed=0).partition(CSRGraph.from_edges(src, dst))
     >>> p.report.edge_cut, max(p.report.part_sizes) <= 51
@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from partition._graph import (
+from strata.partition._graph import (
     PhaseTimer,
     WeightedCSR,
     edge_cut_partition,
@@ -37,14 +37,14 @@ from partition._graph import (
     prepare,
     without_isolated,
 )
-from partition._params import check_settings
-from partition._rng import new_state
-from partition._types import Float64Array, Int32Array
-from partition.coarsen import CoarsenConfig, coarsen
-from partition.initial import InitialConfig, recursive_bisection
-from partition.refine import new_info, project_info, refine_level
-from partition.types import Partition
-from storage import CSRGraph
+from strata.partition._params import check_settings
+from strata.partition._rng import new_state
+from strata.partition._types import Float64Array, Int32Array
+from strata.partition.coarsen import CoarsenConfig, coarsen
+from strata.partition.initial import InitialConfig, recursive_bisection
+from strata.partition.refine import new_info, project_info, refine_level
+from strata.partition.types import Partition
+from strata.storage import CSRGraph
 
 _WHERE = "MultilevelPartitioner"
 
@@ -80,7 +80,7 @@ class MultilevelPartitioner:
     def partition(
         self, graph: CSRGraph, *, node_weights: Float64Array | None = None
     ) -> Partition:
-        """Partition ``graph`` (read as undirected; see ``partition.metrics``).
+        """Partition ``graph`` (read as undirected; see ``strata.partition.metrics``).
 
         Raises:
             PartitionError: on k out of range, an empty or edgeless graph, or

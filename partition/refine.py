@@ -31,9 +31,9 @@ References:
 
 Examples:
     >>> import numpy as np
-    >>> from storage import CSRGraph
-    >>> from partition._graph import prepare
-    >>> from partition._rng import new_state
+    >>> from strata.storage import CSRGraph
+    >>> from strata.partition._graph import prepare
+    >>> from strata.partition._rng import new_state
     >>> src = np.arange(20); dst = (src + 1) % 20              # a ring of 20
     >>> _, g = prepare(CSRGraph.from_edges(src, dst), 2, None, "doc")
     >>> where = np.array([0, 1] * 10, dtype=np.int32)        # cut = 20
@@ -41,7 +41,7 @@ Examples:
     >>> cut = refiner.refine_arrays(g, where, new_state(0))
     >>> cut < 20, bool(np.bincount(where).max() <= 11)
     (True, True)
-    >>> from partition.streaming import LDGPartitioner        # LDG, then refinement
+    >>> from strata.partition.streaming import LDGPartitioner  # LDG, then refinement
     >>> ring = CSRGraph.from_edges(np.arange(200), (np.arange(200) + 1) % 200)
     >>> ldg = LDGPartitioner(k=4).partition(ring)
     >>> better = GreedyKWayRefiner(k=4).refine(ring, ldg)
@@ -57,15 +57,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from partition._graph import WeightedCSR, edge_cut_partition, part_cap, prepare
-from partition._jit import njit
-from partition._params import check_settings
-from partition._pq import pq_delete, pq_insert, pq_new, pq_pop, pq_update
-from partition._rng import new_state, shuffle
-from partition._types import Int32Array
-from partition.errors import PartitionError
-from partition.types import Partition
-from storage import CSRGraph
+from strata.partition._graph import WeightedCSR, edge_cut_partition, part_cap, prepare
+from strata.partition._jit import njit
+from strata.partition._params import check_settings
+from strata.partition._pq import pq_delete, pq_insert, pq_new, pq_pop, pq_update
+from strata.partition._rng import new_state, shuffle
+from strata.partition._types import Int32Array
+from strata.partition.errors import PartitionError
+from strata.partition.types import Partition
+from strata.storage import CSRGraph
 
 _NOT_PRESENT = 0
 _PRESENT = 1
@@ -596,7 +596,7 @@ class GreedyKWayRefiner:
 
     Attributes:
         k: number of parts.
-        imbalance: eps of the cap rule (``partition.metrics``).
+        imbalance: eps of the cap rule (``strata.partition.metrics``).
         passes: refinement passes.
         seed: seed of the random visit order.
     """

@@ -33,7 +33,7 @@ References:
 
 Examples:
     >>> import numpy as np
-    >>> from storage import CSRGraph
+    >>> from strata.storage import CSRGraph
     >>> src = np.arange(100); dst = (src + 1) % 100          # a ring of 100
     >>> ring = CSRGraph.from_edges(src, dst)
     >>> one = FennelPartitioner(k=4, order=StreamOrder.BFS).partition(ring)
@@ -51,18 +51,18 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from partition._graph import (
+from strata.partition._graph import (
     PhaseTimer,
     WeightedCSR,
     edge_cut_partition,
     part_cap,
     prepare,
 )
-from partition._jit import njit
-from partition._params import check_settings
-from partition._types import Float64Array, Int32Array, Int64Array
-from partition.types import Partition
-from storage import CSRGraph
+from strata.partition._jit import njit
+from strata.partition._params import check_settings
+from strata.partition._types import Float64Array, Int32Array, Int64Array
+from strata.partition.types import Partition
+from strata.storage import CSRGraph
 
 _LDG = 0
 _FENNEL = 1
@@ -283,7 +283,7 @@ class _StreamingConfig:
         """Stream the vertices (``passes`` times) and place each one greedily.
 
         Raises:
-            PartitionError: on bad input (see ``partition.errors``).
+            PartitionError: on bad input (see ``strata.partition.errors``).
         """
         rule = self._rule()
         simple, wgraph = prepare(graph, self.k, node_weights, type(self).__name__)

@@ -3,12 +3,12 @@
 Every partitioner is a frozen config object with a ``partition(graph)`` method that
 returns a :class:`Partition`: an int32 owner per vertex (the *master* for vertex-cuts),
 for vertex-cuts also the part of every undirected edge, and a report with the metrics
-of ``partition.metrics`` (edge cut, balance, replication factor) plus timings.
+of ``strata.partition.metrics`` (edge cut, balance, replication factor) plus timings.
 
 Examples:
     >>> import numpy as np
-    >>> from storage import CSRGraph
-    >>> from partition.baselines import HashPartitioner
+    >>> from strata.storage import CSRGraph
+    >>> from strata.partition.baselines import HashPartitioner
     >>> g = CSRGraph.from_edges(np.array([0, 1, 2, 3]), np.array([1, 2, 3, 0]))
     >>> p = HashPartitioner(k=2).partition(g)
     >>> p.kind, p.k, p.assignment.dtype, p.report.method
@@ -26,8 +26,8 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from partition._types import Float64Array, Int32Array
-from storage import CSRGraph
+from strata.partition._types import Float64Array, Int32Array
+from strata.storage import CSRGraph
 
 
 class CutKind(enum.Enum):
@@ -39,7 +39,7 @@ class CutKind(enum.Enum):
 
 @dataclass(frozen=True, slots=True)
 class PartitionReport:
-    """Quality and cost of one partition (metric definitions: ``partition.metrics``).
+    """Quality and cost of one partition (metrics: ``strata.partition.metrics``).
 
     Attributes:
         method: partitioner name (``metis``, ``grem``, ``ldg``, ...).
@@ -120,7 +120,7 @@ class Partition:
         assignment: ``(n,)`` int32 owner of every vertex in ``[0, k)``; for
             vertex-cuts the master (first part that received one of its edges).
         edge_assignment: vertex-cut only: ``(m,)`` int32 part of every undirected
-            edge, in the order of ``partition.metrics.undirected_edges(graph)``.
+            edge, in the order of ``strata.partition.metrics.undirected_edges(graph)``.
         report: metrics and timings.
     """
 
@@ -147,7 +147,7 @@ class Partitioner(Protocol):
     def partition(
         self, graph: CSRGraph, *, node_weights: Float64Array | None = None
     ) -> Partition:
-        """Partition ``graph`` (treated as undirected; see ``partition.metrics``)."""
+        """Partition ``graph`` (as undirected; see ``strata.partition.metrics``)."""
         ...
 
 

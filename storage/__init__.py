@@ -11,17 +11,17 @@ A plain library: it never imports the engine.
 * Loaders and generators: :func:`load_planetoid`, :func:`read_edges`,
   :func:`load_edge_list`, :func:`rmat`, :func:`sbm`, :func:`random_geometric`.
 * Graph specs (``planetoid:cora``, ``rmat:scale=16``, a path): :func:`load_graph`.
-* Converters (scipy, networkx, PyG, DGL): :mod:`storage.interop`.
+* Converters (scipy, networkx, PyG, DGL): :mod:`strata.storage.interop`.
 """
 
-from storage.csr import (
+from strata.storage.csr import (
     CSRGraph,
     DuplicatePolicy,
     SelfLoopPolicy,
     as_tensor,
     index_dtype,
 )
-from storage.dataset import (
+from strata.storage.dataset import (
     GraphDataset,
     Manifest,
     delete_arrays,
@@ -33,13 +33,13 @@ from storage.dataset import (
     save_dataset,
     verify_dataset,
 )
-from storage.dynamic import (
+from strata.storage.dynamic import (
     ApplyReport,
     CompactionPolicy,
     DynamicGraph,
     NodeFeatureTable,
 )
-from storage.errors import (
+from strata.storage.errors import (
     DatasetError,
     FeatureError,
     FormatError,
@@ -47,14 +47,14 @@ from storage.errors import (
     StorageError,
     format_error,
 )
-from storage.features import (
+from strata.storage.features import (
     ArrowFeatureStore,
     FeatureSchema,
     FeatureStore,
     InMemoryFeatureStore,
     Key,
 )
-from storage.generators import (
+from strata.storage.generators import (
     community_features,
     random_geometric,
     rmat,
@@ -62,9 +62,9 @@ from storage.generators import (
     sbm,
     split_masks,
 )
-from storage.loaders import EdgeList, load_edge_list, load_planetoid, read_edges
-from storage.spec import GraphSpec, load_graph, parse_spec
-from storage.update_log import (
+from strata.storage.loaders import EdgeList, load_edge_list, load_planetoid, read_edges
+from strata.storage.spec import GraphSpec, load_graph, parse_spec
+from strata.storage.update_log import (
     DEFAULT_MAX_LOG_BYTES,
     AppendResult,
     LogConfig,
@@ -76,7 +76,7 @@ from storage.update_log import (
     RecoveryReport,
     UpdateLog,
 )
-from storage.updates import (
+from strata.storage.updates import (
     MAX_NODES,
     UpdateArrays,
     UpdateError,

@@ -41,8 +41,8 @@ import numba
 import numpy as np
 import torch
 
-from storage._types import FloatArray, IndexArray, Int64Array
-from storage.errors import GraphError
+from strata.storage._types import FloatArray, IndexArray, Int64Array
+from strata.storage.errors import GraphError
 
 _INT32_MAX = np.iinfo(np.int32).max
 
@@ -133,7 +133,8 @@ def _validate_ids(name: str, ids: np.ndarray, num_nodes: int | None) -> None:
             where,
             "an integer array",
             f"dtype {ids.dtype}",
-            "node ids must be integers; map labels to ids first (storage.loaders)",
+            "node ids must be integers; map labels to ids first "
+            "(strata.storage.loaders)",
         )
     low = int(ids.min())
     if low < 0:

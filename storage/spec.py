@@ -42,20 +42,20 @@ from typing import Any
 
 import numpy as np
 
-from storage.csr import DuplicatePolicy, SelfLoopPolicy
-from storage.dataset.manifest import MANIFEST
-from storage.dataset.model import GraphDataset
-from storage.dataset.reader import open_dataset
-from storage.errors import FormatError
-from storage.generators import (
+from strata.storage.csr import DuplicatePolicy, SelfLoopPolicy
+from strata.storage.dataset.manifest import MANIFEST
+from strata.storage.dataset.model import GraphDataset
+from strata.storage.dataset.reader import open_dataset
+from strata.storage.errors import FormatError
+from strata.storage.generators import (
     community_features,
     random_geometric,
     rmat,
     sbm,
     split_masks,
 )
-from storage.loaders.edgelist import load_edge_list
-from storage.loaders.planetoid import PLANETOID_NAMES, load_planetoid
+from strata.storage.loaders.edgelist import load_edge_list
+from strata.storage.loaders.planetoid import PLANETOID_NAMES, load_planetoid
 
 Scalar = int | float | bool
 _WHERE = "load_graph"

@@ -48,8 +48,8 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from storage._types import BoolArray, Int64Array
-from storage.errors import StorageError
+from strata.storage._types import BoolArray, Int64Array
+from strata.storage.errors import StorageError
 
 # Node ids stay below 2**31 - 1 so every graph built from updates has int32 indices and
 # a (src, dst) pair packs into one int64 key (DynamicGraph relies on both).
@@ -346,7 +346,7 @@ def _check_schema(batch: pa.RecordBatch, limits: UpdateLimits) -> int:
             _WHERE,
             f"columns {expected.names}",
             str(names),
-            "build batches with storage.updates.make_updates",
+            "build batches with strata.storage.updates.make_updates",
         )
     for field in expected:
         got = batch.schema.field(field.name).type

@@ -9,6 +9,6 @@ import pytest
     params=["local", pytest.param("process", marks=pytest.mark.multiprocess)],
 )
 def executor(request: pytest.FixtureRequest) -> str:
-    """An executor name for ``engine.execute`` / ``engine.testing.run``."""
+    """An executor name for ``strata.engine.execute``, ``strata.engine.testing.run``."""
     name: str = request.param
     return name

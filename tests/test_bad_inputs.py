@@ -3,7 +3,7 @@
 Each case is an argv, the exit status it must end with (``ANY``: any non-zero
 status) and substrings its one-line error must contain: the argument's name and
 the bad value. No case may print a traceback. Most cases run in-process through
-the ``strata`` console script's function (``operators.cli.main:main``); a few run
+the ``strata`` console script's function (``strata.operators.cli.main:main``); a few run
 as real subprocesses to show that the installed entry point behaves the same.
 
 Placeholders in the argv (``{tmp}``, ``{file}``, ``{binary}``, ``{edges}``,
@@ -21,12 +21,12 @@ from pathlib import Path
 
 import pytest
 
-from operators.cli.main import main
+from strata.operators.cli.main import main
 
 ANY = -1  # any non-zero exit status
 
 SBM = "sbm:n=200,blocks=2,features=0"
-EXAMPLE = "engine._example_job"
+EXAMPLE = "strata.engine._example_job"
 NOWHERE = "/proc/strata-no-such-dir/out"  # /proc refuses new files, even for root
 
 MARKER_JOB = '''
@@ -34,7 +34,7 @@ MARKER_JOB = '''
 
 from pathlib import Path
 
-from engine import Pipeline
+from strata.engine import Pipeline
 
 
 def touch(marker: str) -> list[int]:
@@ -577,9 +577,9 @@ def test_the_console_entry_point_behaves_the_same(
         assert elapsed < 15, f"ingest took {elapsed:.1f} s to give up"
 
 
-# ``python -m operators.cli.main`` would need a __main__ block; call the entry point
-# the console script calls instead.
-_ENTRY = "import sys; from operators.cli.main import main; sys.exit(main())"
+# ``python -m strata.operators.cli.main`` would need a __main__ block; call the entry
+# point the console script calls instead.
+_ENTRY = "import sys; from strata.operators.cli.main import main; sys.exit(main())"
 
 
 def test_unwritable_report_refuses_before_the_job_runs(

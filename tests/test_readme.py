@@ -9,8 +9,8 @@ from pathlib import Path
 import networkx as nx
 import numpy as np
 
-from operators.cli.main import main
-from storage import load_graph
+from strata.operators.cli.main import main
+from strata.storage import load_graph
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 
@@ -32,7 +32,7 @@ def test_readme_job_runs_and_its_cut_matches_networkx(tmp_path: Path) -> None:
 
     # The cut fraction is a real cut of Cora: recompute it from the parts' sizes
     # alone is impossible, so rerun the partitioner and count with networkx.
-    from partition import MultilevelPartitioner
+    from strata.partition import MultilevelPartitioner
 
     graph = load_graph("planetoid:cora").graph
     part = MultilevelPartitioner(k=2).partition(graph)

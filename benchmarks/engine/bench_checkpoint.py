@@ -32,7 +32,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from engine import (
+from strata.engine import (
     CheckpointConfig,
     Operator,
     Pipeline,

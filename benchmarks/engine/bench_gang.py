@@ -29,7 +29,7 @@ from typing import Any
 import gang_work
 import pytest
 
-from engine.gang import GangSpec, run_gang, run_gang_report
+from strata.engine.gang import GangSpec, run_gang, run_gang_report
 
 EPOCHS = 20
 
@@ -82,7 +82,7 @@ def test_gang_scaling(benchmark: Any, world: int) -> None:
 def main() -> None:
     import torch
 
-    from engine.gang.spec import usable_cores
+    from strata.engine.gang.spec import usable_cores
 
     print(f"torch {torch.__version__}, {usable_cores()} usable cores")
     cold = startup(1, "forkserver")

@@ -24,7 +24,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from engine import Operator, StepContext
+from strata.engine import Operator, StepContext
 
 BUCKETS = 4096
 

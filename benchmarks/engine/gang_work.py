@@ -13,7 +13,7 @@ from typing import Any
 
 import torch
 
-from engine.gang import GangContext, GradientAllReducer, broadcast_module
+from strata.engine.gang import GangContext, GradientAllReducer, broadcast_module
 
 ROWS = 32_768
 FEATURES = 128

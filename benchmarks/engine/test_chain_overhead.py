@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 from engine_chain import Aggregate, Clean, Generate, plain_chain
 
-from engine import Pipeline, execute
+from strata.engine import Pipeline, execute
 
 ROWS = 65_536
 SIZES = [

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from operators.kernels import DeviceGraph, as_device_graph
-from storage import DuplicatePolicy, SelfLoopPolicy
-from storage.generators import rmat
+from strata.operators.kernels import DeviceGraph, as_device_graph
+from strata.storage import DuplicatePolicy, SelfLoopPolicy
+from strata.storage.generators import rmat
 
 
 def rmat_device_graph(scale: int) -> DeviceGraph:

@@ -8,7 +8,7 @@ widths and input gradients a 2-layer GCN (128 -> 128 -> 16) meets:
 * ``narrowing``: 128 -> 16, ``X`` needs a gradient (hidden layer);
 * ``widening``: 16 -> 128, ``X`` needs a gradient.
 
-``extra_info["chosen"]`` is what :func:`operators.kernels.aggregate_first`
+``extra_info["chosen"]`` is what :func:`strata.operators.kernels.aggregate_first`
 picks; ``extra_info["over_chosen"]`` (printed at the end) is each order's time
 over the chosen order's. Run:
 ``pytest benchmarks/kernels/test_aggregation_order.py -m large -s -p no:cacheprovider``.
@@ -19,7 +19,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from operators.kernels import aggregate_first, spmm
+from strata.operators.kernels import aggregate_first, spmm
 
 CASES = {
     "first_layer": (128, 128, False),

@@ -28,8 +28,8 @@ import itertools
 import pytest
 import torch
 
-from operators.kernels import Backend, spmm, use_backend
-from operators.kernels._primitives import spmm_raw
+from strata.operators.kernels import Backend, spmm, use_backend
+from strata.operators.kernels._primitives import spmm_raw
 
 CHUNK_EDGES = 1 << 21
 _TIMES: dict[tuple[str, str, int], float] = {}

@@ -33,11 +33,11 @@ from typing import Any
 
 import numpy as np
 
-from operators.trainers import ModelConfig, TrainConfig
-from operators.trainers.distributed.config import DistributedConfig
-from operators.trainers.distributed.emma import EmmaConfig, EmmaTrainer
-from operators.trainers.distributed.reference import CounterDropoutTrainer
-from storage import load_graph
+from strata.operators.trainers import ModelConfig, TrainConfig
+from strata.operators.trainers.distributed.config import DistributedConfig
+from strata.operators.trainers.distributed.emma import EmmaConfig, EmmaTrainer
+from strata.operators.trainers.distributed.reference import CounterDropoutTrainer
+from strata.storage import load_graph
 
 
 def sage_config(seed: int, iterations: int, hidden: int = 16) -> TrainConfig:

@@ -41,16 +41,16 @@ import statistics
 import time
 from typing import Any
 
-from jobs.fullgraph_dist import with_task
-from operators.io.datasets import load_dataset
-from operators.trainers import FullGraphTrainer, ModelConfig, TrainConfig
-from operators.trainers.data import TrainingData, as_training_data
-from operators.trainers.distributed import DistributedConfig, DistributedTrainer
-from operators.trainers.distributed.chunked.plan import build_chunk_plan
-from operators.trainers.distributed.local_graph import PropagationGraph
-from operators.trainers.distributed.loop import build_model
-from operators.trainers.distributed.programs import program_for
-from operators.trainers.distributed.trainer import level1_partition
+from strata.jobs.fullgraph_dist import with_task
+from strata.operators.io.datasets import load_dataset
+from strata.operators.trainers import FullGraphTrainer, ModelConfig, TrainConfig
+from strata.operators.trainers.data import TrainingData, as_training_data
+from strata.operators.trainers.distributed import DistributedConfig, DistributedTrainer
+from strata.operators.trainers.distributed.chunked.plan import build_chunk_plan
+from strata.operators.trainers.distributed.local_graph import PropagationGraph
+from strata.operators.trainers.distributed.loop import build_model
+from strata.operators.trainers.distributed.programs import program_for
+from strata.operators.trainers.distributed.trainer import level1_partition
 
 MODES = ("naive", "intra", "inter", "both")
 

@@ -2,7 +2,7 @@
 
 Built exactly as follows (``write_rmat_dataset``):
 
-1. ``storage.generators.rmat(scale, edge_factor, seed=seed, symmetrize=True,
+1. ``strata.storage.generators.rmat(scale, edge_factor, seed=seed, symmetrize=True,
    self_loops=SelfLoopPolicy.REMOVE, duplicates=DuplicatePolicy.REMOVE)``: Graph500
    parameters (a, b, c) = (0.57, 0.19, 0.19), ``edge_factor * 2**scale`` directed
    edges, node ids randomly permuted, then made simple and undirected (reverse
@@ -27,8 +27,8 @@ from pathlib import Path
 
 import numpy as np
 
-from storage import CSRGraph, DuplicatePolicy, SelfLoopPolicy
-from storage.generators import rmat
+from strata.storage import CSRGraph, DuplicatePolicy, SelfLoopPolicy
+from strata.storage.generators import rmat
 
 
 def write_rmat_dataset(
@@ -62,7 +62,7 @@ def write_rmat_dataset(
     np.save(out_dir / "y.npy", y)
     np.save(out_dir / "train_ids.npy", train_ids.astype(np.int64))
     meta = {
-        "generator": "storage.generators.rmat (Graph500 a,b,c=0.57,0.19,0.19)",
+        "generator": "strata.storage.generators.rmat (Graph500 a,b,c=0.57,0.19,0.19)",
         "scale": scale,
         "edge_factor": edge_factor,
         "seed": seed,

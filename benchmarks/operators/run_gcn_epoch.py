@@ -8,7 +8,7 @@ every library and costs about as much as one aggregation on this graph, so it
 would only dilute the comparison), Adam (lr 0.01, weight decay 5e-4), cross-entropy
 over all nodes. One timed step = forward + backward + optimizer step.
 
-* ``strata``: ``operators.layers.GCN`` over the ``CSRGraph``.
+* ``strata``: ``strata.operators.layers.GCN`` over the ``CSRGraph``.
 * ``pyg_edge_index``: two ``torch_geometric.nn.GCNConv(cached=True)`` over a
   ``[2, E]`` int64 ``edge_index`` (gather-scatter message passing).
 * ``pyg_csr``: the same layers over ``adj_t``, a ``torch.sparse_csr_tensor``
@@ -34,11 +34,11 @@ from gnn_harness import emit, measure
 def build_strata(data: Path, x: torch.Tensor, num_classes: int):
     from gnn_dataset import load_graph
 
-    from operators.layers import GCN
+    from strata.operators.layers import GCN
 
     graph = load_graph(data)
     model = GCN(x.shape[1], 128, num_classes, num_layers=2)
-    return model, lambda: model(graph, x), {"layers": "operators.layers.GCN"}
+    return model, lambda: model(graph, x), {"layers": "strata.operators.layers.GCN"}
 
 
 def build_pyg(data: Path, x: torch.Tensor, num_classes: int, csr: bool):

@@ -28,8 +28,8 @@ import torch.nn.functional as F
 from gnn_dataset import load_graph
 from gnn_harness import emit, measure
 
-from operators.layers import GraphSAGE
-from operators.samplers import NeighborSampler, SamplerConfig
+from strata.operators.layers import GraphSAGE
+from strata.operators.samplers import NeighborSampler, SamplerConfig
 
 
 def main() -> None:

@@ -24,7 +24,7 @@ import torch.nn.functional as F
 from gnn_contenders import dgl_runner, print_table, run_json, strata_runner
 from gnn_dataset import load_graph
 
-from operators.layers import GCN
+from strata.operators.layers import GCN
 
 PEERS = ("pyg_csr", "pyg_edge_index", "dgl")
 

@@ -29,8 +29,8 @@ from gnn_contenders import (
 )
 from gnn_dataset import load_graph
 
-from operators.layers import GraphSAGE
-from operators.samplers import NeighborSampler, SamplerConfig
+from strata.operators.layers import GraphSAGE
+from strata.operators.samplers import NeighborSampler, SamplerConfig
 
 
 def _strata_epoch(data, batch_size=1024):

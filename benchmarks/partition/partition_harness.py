@@ -43,9 +43,9 @@ SEEDS = (1, 2, 3)  # METIS seeds 0 and 1 give identical partitions; start at 1
 
 def write_graph(name: str, folder: Path) -> dict[str, Any]:
     """Write suite graph ``name`` to ``folder``; return its stats."""
-    from partition.metrics import as_undirected_simple, undirected_edges
-    from storage import CSRGraph
-    from storage.spec import load_graph
+    from strata.partition.metrics import as_undirected_simple, undirected_edges
+    from strata.storage import CSRGraph
+    from strata.storage.spec import load_graph
 
     spec, drop_isolated = SUITE[name]
     graph = as_undirected_simple(load_graph(spec).graph)
@@ -79,7 +79,7 @@ def write_graph(name: str, folder: Path) -> dict[str, Any]:
 
 def load_csr(folder: Path) -> Any:
     """The suite graph as a CSRGraph (the 'native form' of CSR methods)."""
-    from storage import CSRGraph
+    from strata.storage import CSRGraph
 
     indptr = np.load(folder / "indptr.npy")
     indices = np.load(folder / "indices.npy")

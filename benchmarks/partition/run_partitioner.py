@@ -57,7 +57,7 @@ def _peak(poller: RssPoller, base: int) -> int:
 
 
 def _tiny() -> Any:
-    from storage.generators import sbm
+    from strata.storage.generators import sbm
 
     return sbm(400, 4, avg_degree=8, seed=0)[0]
 
@@ -76,7 +76,7 @@ def run_csr_method(
     method: str, folder: Path, k: int, seeds: list[int]
 ) -> dict[str, Any]:
     """Multilevel or pymetis on the CSR."""
-    from partition import MultilevelPartitioner
+    from strata.partition import MultilevelPartitioner
 
     start = time.perf_counter()
     graph = load_csr(folder)
@@ -127,15 +127,15 @@ def run_csr_method(
 
 def run_grem(folder: Path, k: int, seeds: list[int], refine: bool) -> dict[str, Any]:
     """GREM reading the shuffled edge file chunk by chunk."""
-    from partition import GremPartitioner
+    from strata.partition import GremPartitioner
 
     start = time.perf_counter()
     num_nodes = int(np.load(folder / "indptr.npy", mmap_mode="r").shape[0] - 1)
     stream = FileEdgeChunks(folder / "edges.bin", num_nodes)
     load_s = time.perf_counter() - start
     start = time.perf_counter()
-    from partition import ArrayEdgeChunks
-    from partition.metrics import undirected_edges
+    from strata.partition import ArrayEdgeChunks
+    from strata.partition.metrics import undirected_edges
 
     tiny_src, tiny_dst = undirected_edges(_tiny())
     GremPartitioner(k=4, refine=refine).partition_stream(
@@ -168,7 +168,7 @@ def run_grem(folder: Path, k: int, seeds: list[int], refine: bool) -> dict[str, 
 
 def run_streaming(folder: Path, k: int, seeds: list[int]) -> dict[str, Any]:
     """The cheap baselines and the ablation in one process (no memory figure)."""
-    from partition import (
+    from strata.partition import (
         FennelPartitioner,
         HashPartitioner,
         HDRFPartitioner,

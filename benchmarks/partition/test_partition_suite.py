@@ -132,7 +132,7 @@ def test_partition_suite(benchmark: Any, suite_dir: Path, graph: str) -> None:
         with open(out, "a") as f:
             f.write(json.dumps({"stats": stats, "rows": rows}) + "\n")
     csr = load_csr(folder)
-    from partition import MultilevelPartitioner
+    from strata.partition import MultilevelPartitioner
 
     benchmark.pedantic(
         lambda: MultilevelPartitioner(8, seed=1).partition(csr), rounds=1, iterations=1

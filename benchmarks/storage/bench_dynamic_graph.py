@@ -9,10 +9,10 @@ update batches (decoding included). Rates are in ``extra_info['updates_per_s']``
 import numpy as np
 import pytest
 
-from storage.csr import CSRGraph
-from storage.dynamic import DynamicGraph
-from storage.generators import rmat_edges
-from storage.updates import UpdateKind, make_updates
+from strata.storage.csr import CSRGraph
+from strata.storage.dynamic import DynamicGraph
+from strata.storage.generators import rmat_edges
+from strata.storage.updates import UpdateKind, make_updates
 
 SCALE = 18
 STREAM = 100_000

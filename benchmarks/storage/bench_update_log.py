@@ -11,8 +11,8 @@ import tempfile
 import numpy as np
 import pytest
 
-from storage.update_log import LogConfig, UpdateLog
-from storage.updates import UpdateKind, make_updates
+from strata.storage.update_log import LogConfig, UpdateLog
+from strata.storage.updates import UpdateKind, make_updates
 
 GROUP = 64  # batches per sync in group-commit mode
 RECORDS = {100: 256, 1000: 256, 10_000: 64}  # appends per round, by batch size

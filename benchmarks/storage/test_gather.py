@@ -23,8 +23,13 @@ import numpy as np
 import pytest
 import torch
 
-from storage import ArrowFeatureStore, CSRGraph, GraphDataset, InMemoryFeatureStore
-from storage.dataset import save_dataset
+from strata.storage import (
+    ArrowFeatureStore,
+    CSRGraph,
+    GraphDataset,
+    InMemoryFeatureStore,
+)
+from strata.storage.dataset import save_dataset
 
 DIM = 128
 GATHER = 100_000

@@ -19,7 +19,7 @@ from typing import Any
 import numba
 import pytest
 
-from storage.generators import rmat_edges, rmat_edges_reference
+from strata.storage.generators import rmat_edges, rmat_edges_reference
 
 EDGE_FACTOR = 16
 

@@ -10,52 +10,52 @@ A checkpoint starts after ``N`` items from one source since the previous one, or
 checkpoints are never closer than they take to complete (slow storage spaces them
 out instead of piling them up).
 
-*Sources* opt in by implementing :class:`~engine.operator.Stateful`; with
-checkpoints on, every streaming source must (a source that cannot seek would replay
-from its start). Their state is their read position (a log offset). The engine
-snapshots a source *between* items, while ``finish()`` is suspended at a ``yield``,
-so the snapshot must describe the position after the item just yielded: advance
-the position, then yield. Right after the snapshot the engine emits
-``Barrier(n)`` on every outlet, in order with the items. All sources inject the
-same checkpoint ids (the driver starts checkpoint ``n`` in every running source). A
-source waiting for input should yield :data:`~engine.operator.IDLE` now and then, so
-checkpoints and notices are not held up by a quiet source.
+*Sources* opt in by implementing :class:`~strata.engine.operator.Stateful`; with
+checkpoints on, every streaming source must (a source that cannot seek would replay from
+its start). Their state is their read position (a log offset). The engine snapshots a
+source *between* items, while ``finish()`` is suspended at a ``yield``, so the snapshot
+must describe the position after the item just yielded: advance the position, then
+yield. Right after the snapshot the engine emits ``Barrier(n)`` on every outlet, in
+order with the items. All sources inject the same checkpoint ids (the driver starts
+checkpoint ``n`` in every running source). A source waiting for input should yield
+:data:`~strata.engine.operator.IDLE` now and then, so checkpoints and notices are not
+held up by a quiet source.
 
-*Every task* aligns barriers across its inbound links (Chandy-Lamport as in Flink:
-a link that delivered barrier ``n`` is held until every open link delivered it).
-Then a ``Stateful`` operator's ``snapshot()`` is taken, encoded with the wire codec
-(:mod:`engine.wire`: numpy arrays, torch tensors, Arrow batches and tables, bytes,
-JSON scalars, and dicts with string keys, lists and tuples of them; never pickle; a
-snapshot the codec refuses fails the run with an error naming the step), the
-barrier is forwarded on every outlet, and the state is written to
-``DIR/checkpoint-<n>/<step>.<shard>.<run>.state`` (temp file, rename) and reported
-to the driver. The task then carries on: it never waits for fsync. A stateless
-streaming step just forwards the barrier. A batch step gathering a stream stores
-what it has gathered so far (it runs once, at the end, on all of it; for a long
-stream prefer a ``Stateful`` operator that folds as it goes, since each checkpoint
-rewrites the whole gathered list).
+*Every task* aligns barriers across its inbound links (Chandy-Lamport as in Flink: a
+link that delivered barrier ``n`` is held until every open link delivered it). Then a
+``Stateful`` operator's ``snapshot()`` is taken, encoded with the wire codec
+(:mod:`strata.engine.wire`: numpy arrays, torch tensors, Arrow batches and tables,
+bytes, JSON scalars, and dicts with string keys, lists and tuples of them; never pickle;
+a snapshot the codec refuses fails the run with an error naming the step), the barrier
+is forwarded on every outlet, and the state is written to
+``DIR/checkpoint-<n>/<step>.<shard>.<run>.state`` (temp file, rename) and reported to
+the driver. The task then carries on: it never waits for fsync. A stateless streaming
+step just forwards the barrier. A batch step gathering a stream stores what it has
+gathered so far (it runs once, at the end, on all of it; for a long stream prefer a
+``Stateful`` operator that folds as it goes, since each checkpoint rewrites the whole
+gathered list).
 
 *Completion.* Checkpoint ``n`` is complete when every task has stored its part or
 has ended without meeting barrier ``n``. The driver then fsyncs every state file
 and the directory, writes ``MANIFEST.json`` atomically (temp file, fsync, rename,
 directory fsync), keeps the newest ``keep`` complete checkpoints and deletes older
 and abandoned ones. Items the driver collects (``collect=``,
-:class:`~engine.testing.ListSink`, recorded outputs) are stored with each
+:class:`~strata.engine.testing.ListSink`, recorded outputs) are stored with each
 checkpoint too, so they are exactly-once across a resume as well (resume with the
-same ``collect=``; anything else is a :class:`~engine.errors.CheckpointError`).
+same ``collect=``; anything else is a :class:`~strata.engine.errors.CheckpointError`).
 
 *Notification.* After the manifest is durable, each running operator that defines
-``on_checkpoint_complete(n)`` (:class:`~engine.operator.CheckpointListener`) has it
-called on its own thread, between items: a log source may drop segments before its
-offset in ``n``; a sink may commit output up to barrier ``n``. Notices come once
-each, in order, and before the task's next snapshot, so the task's latest snapshot
-is the one in ``n`` when it is told (the engine tells it early if checkpoint
-``n + 1`` reaches the task before the notice does).
+``on_checkpoint_complete(n)`` (:class:`~strata.engine.operator.CheckpointListener`) has
+it called on its own thread, between items: a log source may drop segments before its
+offset in ``n``; a sink may commit output up to barrier ``n``. Notices come once each,
+in order, and before the task's next snapshot, so the task's latest snapshot is the one
+in ``n`` when it is told (the engine tells it early if checkpoint ``n + 1`` reaches the
+task before the notice does).
 
 *Resume.* ``execute(p, executor, config=RunConfig(checkpoint=..., resume=True))``
 finds the newest complete checkpoint (incomplete ones are ignored and deleted),
 checks it against the pipeline (a step missing on either side, or a changed shard
-count, is a :class:`~engine.errors.CheckpointError` listing every problem), then
+count, is a :class:`~strata.engine.errors.CheckpointError` listing every problem), then
 each stateful task runs ``open(ctx)``, ``restore(state)`` and carries on: sources
 from their saved positions, so everything after the checkpoint is replayed exactly
 once. A task that had ended by the checkpoint does not run again (its consumers'
@@ -77,16 +77,17 @@ lost in a crash (the next one covers it). A complete checkpoint whose files were
 damaged afterwards is an error, not a silent fall-back to an older one (a log
 source may already have dropped what the older one needs).
 
-*Testing.* :class:`~engine.testing.ListSource` is ``Stateful``, and an
-:class:`~engine.testing.Abort` among its items injects a crash once (Bytewax's
+*Testing.* :class:`~strata.engine.testing.ListSource` is ``Stateful``, and an
+:class:`~strata.engine.testing.Abort` among its items injects a crash once (Bytewax's
 ``TestingSource.ABORT``), so a crash test is: run, fail, resume, compare.
 
 Examples:
     A running count over a durable list, with a crash injected once:
 
     >>> import dataclasses, tempfile
-    >>> from engine import CheckpointConfig, Operator, Pipeline, RunConfig, execute
-    >>> from engine.testing import Abort, ListSource
+    >>> from strata.engine import CheckpointConfig, Operator, Pipeline, RunConfig
+    >>> from strata.engine import execute
+    >>> from strata.engine.testing import Abort, ListSource
     >>> class Count(Operator[int, int]):
     ...     def open(self, ctx):
     ...         self.n = 0
@@ -113,13 +114,13 @@ Examples:
     [100]
 """
 
-from engine.checkpoint.coordinator import CheckpointCoordinator
-from engine.checkpoint.resume import ResumePoint, prepare
-from engine.checkpoint.store import CheckpointStore, Manifest, TaskEntry
-from engine.checkpoint.task import CoordinatorLink, TaskCheckpoints
-from engine.config import CheckpointConfig
-from engine.errors import CheckpointError
-from engine.operator import IDLE, CheckpointListener, Stateful
+from strata.engine.checkpoint.coordinator import CheckpointCoordinator
+from strata.engine.checkpoint.resume import ResumePoint, prepare
+from strata.engine.checkpoint.store import CheckpointStore, Manifest, TaskEntry
+from strata.engine.checkpoint.task import CoordinatorLink, TaskCheckpoints
+from strata.engine.config import CheckpointConfig
+from strata.engine.errors import CheckpointError
+from strata.engine.operator import IDLE, CheckpointListener, Stateful
 
 __all__ = [
     "IDLE",

@@ -4,7 +4,7 @@ One :class:`CheckpointCoordinator` per run, owned by the executor's driver (the
 coordinator process, or the local executor under a lock). It decides when checkpoint
 ``n`` starts (a source asked after ``every_items`` items, or ``interval_s`` passed)
 and which sources must inject barrier ``n`` (every source still running), collects
-each task's :class:`~engine.checkpoint.store.TaskEntry`, and completes ``n`` when
+each task's :class:`~strata.engine.checkpoint.store.TaskEntry`, and completes ``n`` when
 every task has either persisted ``n`` or finished without meeting its barrier (its
 consumers waited for its end-of-stream before snapshotting, so they hold all it
 sent; its entry keeps the final counters it reported on ending). Completing
@@ -23,12 +23,12 @@ instead of piling them up.
 
 Examples:
     >>> import tempfile
-    >>> from engine.checkpoint.store import STATELESS, CheckpointStore, TaskEntry
-    >>> from engine.metrics import Totals
+    >>> from strata.engine.checkpoint.store import STATELESS, CheckpointStore, TaskEntry
+    >>> from strata.engine.metrics import Totals
     >>> store = CheckpointStore(tempfile.mkdtemp())
-    >>> from engine.pipeline import Pipeline
-    >>> from engine.tasks import expand
-    >>> from engine.testing import ListSink, ListSource
+    >>> from strata.engine.pipeline import Pipeline
+    >>> from strata.engine.tasks import expand
+    >>> from strata.engine.testing import ListSink, ListSource
     >>> p = Pipeline("demo")
     >>> _ = p.step("numbers", ListSource([1, 2]))
     >>> _ = p.step("sink", ListSink(), "numbers")
@@ -51,19 +51,19 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from engine.checkpoint.store import (
+from strata.engine.checkpoint.store import (
     DRIVER,
     FINISHED,
     CheckpointStore,
     Manifest,
     TaskEntry,
 )
-from engine.errors import CheckpointError, WireError, format_error
-from engine.metrics import Totals
-from engine.pipeline import StepKind
-from engine.report import CheckpointReport
-from engine.tasks import Task
-from engine.wire import pack
+from strata.engine.errors import CheckpointError, WireError, format_error
+from strata.engine.metrics import Totals
+from strata.engine.pipeline import StepKind
+from strata.engine.report import CheckpointReport
+from strata.engine.tasks import Task
+from strata.engine.wire import pack
 
 #: Items the driver collected, by (step id, port, shard).
 Gathered = dict[tuple[str, str, int], list[Any]]

@@ -9,9 +9,9 @@ by a crash mid-checkpoint, are deleted either way.
 
 Examples:
     >>> import tempfile
-    >>> from engine.pipeline import Pipeline
-    >>> from engine.tasks import expand
-    >>> from engine.testing import ListSink, ListSource
+    >>> from strata.engine.pipeline import Pipeline
+    >>> from strata.engine.tasks import expand
+    >>> from strata.engine.testing import ListSink, ListSource
     >>> p = Pipeline("demo")
     >>> _ = p.step("numbers", ListSource([1, 2]))
     >>> _ = p.step("sink", ListSink(), "numbers")
@@ -27,17 +27,17 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from engine.checkpoint.store import (
+from strata.engine.checkpoint.store import (
     FINISHED,
     STATE,
     CheckpointStore,
     TaskEntry,
 )
-from engine.errors import CheckpointError, format_error
-from engine.metrics import Totals
-from engine.operator import Stateful
-from engine.pipeline import StepKind
-from engine.tasks import Task
+from strata.engine.errors import CheckpointError, format_error
+from strata.engine.metrics import Totals
+from strata.engine.operator import Stateful
+from strata.engine.pipeline import StepKind
+from strata.engine.tasks import Task
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,7 +76,7 @@ def prepare(
 
     Raises:
         CheckpointError: Every problem at once: a streaming source that is not
-            :class:`~engine.operator.Stateful`, complete checkpoints in the
+            :class:`~strata.engine.operator.Stateful`, complete checkpoints in the
             directory of a fresh run, or a checkpoint that does not fit the
             pipeline (missing steps, changed shard counts, state changes).
     """

@@ -1,14 +1,14 @@
 """Set up one checkpointed run: the store, the resume point, the coordinator.
 
 Both executors call :func:`begin` in the driver before any task starts, then hand
-each task its :class:`~engine.checkpoint.task.TaskCheckpointSpec`.
+each task its :class:`~strata.engine.checkpoint.task.TaskCheckpointSpec`.
 
 Examples:
     >>> import tempfile
-    >>> from engine.config import CheckpointConfig
-    >>> from engine.pipeline import Pipeline
-    >>> from engine.tasks import expand
-    >>> from engine.testing import ListSink, ListSource
+    >>> from strata.engine.config import CheckpointConfig
+    >>> from strata.engine.pipeline import Pipeline
+    >>> from strata.engine.tasks import expand
+    >>> from strata.engine.testing import ListSink, ListSource
     >>> p = Pipeline("demo")
     >>> _ = p.step("numbers", ListSource([1, 2]))
     >>> _ = p.step("sink", ListSink(), "numbers")
@@ -26,14 +26,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from engine.checkpoint.coordinator import CheckpointCoordinator, Gathered
-from engine.checkpoint.resume import ResumePoint, prepare
-from engine.checkpoint.store import CheckpointStore
-from engine.checkpoint.task import TaskCheckpointSpec
-from engine.config import CheckpointConfig
-from engine.operator import CheckpointListener
-from engine.pipeline import StepKind
-from engine.tasks import Task
+from strata.engine.checkpoint.coordinator import CheckpointCoordinator, Gathered
+from strata.engine.checkpoint.resume import ResumePoint, prepare
+from strata.engine.checkpoint.store import CheckpointStore
+from strata.engine.checkpoint.task import TaskCheckpointSpec
+from strata.engine.config import CheckpointConfig
+from strata.engine.operator import CheckpointListener
+from strata.engine.pipeline import StepKind
+from strata.engine.tasks import Task
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,7 +84,7 @@ def begin(
     """Prepare the directory and coordinator; preload ``gathered`` on resume.
 
     Raises:
-        CheckpointError: See :func:`~engine.checkpoint.resume.prepare`.
+        CheckpointError: See :func:`~strata.engine.checkpoint.resume.prepare`.
     """
     store = CheckpointStore(Path(config.directory).resolve())
     store.directory.mkdir(parents=True, exist_ok=True)

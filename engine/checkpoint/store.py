@@ -10,7 +10,7 @@ Layout of a checkpoint directory (one per run of a job)::
         MANIFEST.json           written last: checkpoint 7 is complete
       checkpoint-00000008/      no manifest (yet, or ever): ignored, then deleted
 
-A state file holds the frames of :func:`engine.wire.pack` (a JSON header plus raw
+A state file holds the frames of :func:`strata.engine.wire.pack` (a JSON header plus raw
 numpy, tensor and Arrow buffers; never pickle) behind a magic number, the frame
 lengths and a CRC-32 of everything before it. Tasks write their files to a
 temporary name and rename them into place without waiting for the disk; the driver,
@@ -23,7 +23,7 @@ token) are never read.
 
 Examples:
     >>> import tempfile
-    >>> from engine.wire import pack
+    >>> from strata.engine.wire import pack
     >>> store = CheckpointStore(tempfile.mkdtemp())
     >>> entry = store.write_state(1, "count", 0, 1, "run0", pack({}, {"n": 3}))
     >>> store.commit(Manifest(1, "demo", (entry,)))
@@ -46,9 +46,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from engine.errors import CheckpointError, format_error
-from engine.metrics import Totals
-from engine.wire import Buffer, unpack
+from strata.engine.errors import CheckpointError, format_error
+from strata.engine.metrics import Totals
+from strata.engine.wire import Buffer, unpack
 
 FORMAT = 1
 MANIFEST = "MANIFEST.json"

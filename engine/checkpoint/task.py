@@ -14,7 +14,7 @@ control socket between processes); :class:`CoordinatorLink` is that seam.
 Examples:
     >>> import tempfile, time
     >>> from collections import deque
-    >>> from engine.checkpoint.store import CheckpointStore
+    >>> from strata.engine.checkpoint.store import CheckpointStore
     >>> class Link:  # what an executor provides
     ...     def __init__(self) -> None:
     ...         self.triggers, self.notices, self.reports = deque(), deque(), []
@@ -41,10 +41,10 @@ from collections import deque
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
-from engine.checkpoint.store import STATELESS, CheckpointStore, TaskEntry
-from engine.errors import WireError
-from engine.metrics import StepMetrics, Totals
-from engine.wire import Buffer, pack
+from strata.engine.checkpoint.store import STATELESS, CheckpointStore, TaskEntry
+from strata.engine.errors import WireError
+from strata.engine.metrics import StepMetrics, Totals
+from strata.engine.wire import Buffer, pack
 
 _POLL_EVERY_S = 0.002  # how often a busy source looks for triggers on its sockets
 

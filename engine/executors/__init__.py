@@ -1,7 +1,7 @@
 """Run a pipeline: one :func:`execute` call, executors swapped behind it.
 
 Examples:
-    >>> from engine.pipeline import Pipeline
+    >>> from strata.engine.pipeline import Pipeline
     >>> def answer() -> dict[str, int]:
     ...     return {"answer": 42}
     >>> p = Pipeline("demo")
@@ -17,16 +17,16 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from engine.config import RunConfig
-from engine.errors import PlanError, format_error
-from engine.executors.base import Executor, Outcome, RunResult, finish_run
-from engine.executors.local import LocalExecutor
-from engine.pipeline import Pipeline
-from engine.plan import Plan
+from strata.engine.config import RunConfig
+from strata.engine.errors import PlanError, format_error
+from strata.engine.executors.base import Executor, Outcome, RunResult, finish_run
+from strata.engine.executors.local import LocalExecutor
+from strata.engine.pipeline import Pipeline
+from strata.engine.plan import Plan
 
 
 def _process() -> Executor:
-    from engine.executors.process import ProcessExecutor
+    from strata.engine.executors.process import ProcessExecutor
 
     return ProcessExecutor()
 
@@ -57,7 +57,7 @@ def execute(
         config: Channel bounds, seed, progress bars, shutdown limits.
         collect: ``"step"`` or ``"step.port"`` references whose items to return in
             ``RunResult.collected`` (meant for small results and tests).
-        check: Raise the :class:`~engine.errors.StepError` of a failed run (like
+        check: Raise the :class:`~strata.engine.errors.StepError` of a failed run (like
             ``subprocess.run(check=True)``); with ``False``, return a failed result.
         job: Name the run report gives the job (default: the pipeline's name).
         params: The job parameters to record in the report.

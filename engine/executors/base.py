@@ -11,11 +11,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from engine.config import RunConfig
-from engine.errors import StepError, format_error
-from engine.metrics import StepMetrics, merge
-from engine.plan import Plan
-from engine.report import ChannelReport, CheckpointReport, RunReport, StepReport
+from strata.engine.config import RunConfig
+from strata.engine.errors import StepError, format_error
+from strata.engine.metrics import StepMetrics, merge
+from strata.engine.plan import Plan
+from strata.engine.report import ChannelReport, CheckpointReport, RunReport, StepReport
 
 #: Gathered items, by (step id, port, shard).
 Gathered = dict[tuple[str, str, int], list[Any]]
@@ -33,7 +33,7 @@ class Outcome:
 
 
 class Executor(Protocol):
-    """Runs a validated plan's tasks (``engine.executors.local``, ``.process``)."""
+    """Runs a validated plan's tasks (``strata.engine.executors.local``, ...)."""
 
     name: str
 

@@ -1,26 +1,26 @@
 """The local executor: one thread per task, bounded in-process channels.
 
 Every task (a step, or one shard of a keyed step) runs on its own thread; each task
-with inputs owns one :class:`~engine.channels.Channel`, bounded in items and bytes,
-that all its producers put into, so a slow consumer blocks its producers
+with inputs owns one :class:`~strata.engine.channels.Channel`, bounded in items and
+bytes, that all its producers put into, so a slow consumer blocks its producers
 (backpressure) and memory stays bounded. torch, numpy, numba and pyarrow release the
 GIL in their kernels, so threads overlap real work.
 
 With checkpoints on, a :class:`_Hub` serialises the tasks' calls into the run's
-:class:`~engine.checkpoint.CheckpointCoordinator` and delivers what it decides:
+:class:`~strata.engine.checkpoint.CheckpointCoordinator` and delivers what it decides:
 triggers to the sources' deques, completion notices into the listeners' channels.
 
 When a step fails, every channel is cancelled: tasks waiting on a channel raise
-:class:`~engine.channels.Cancelled` and unwind, and the driver joins every thread. A
-thread busy inside user code stops at its next channel operation; the driver waits
-``RunConfig.stop_timeout_s`` for it (threads cannot be killed), and such a thread is
-a daemon, so it cannot keep the interpreter alive.
+:class:`~strata.engine.channels.Cancelled` and unwind, and the driver joins every
+thread. A thread busy inside user code stops at its next channel operation; the driver
+waits ``RunConfig.stop_timeout_s`` for it (threads cannot be killed), and such a thread
+is a daemon, so it cannot keep the interpreter alive.
 
 Examples:
-    >>> from engine.executors import execute
-    >>> from engine.ops import Map
-    >>> from engine.pipeline import Pipeline
-    >>> from engine.testing import ListSink, ListSource
+    >>> from strata.engine.executors import execute
+    >>> from strata.engine.ops import Map
+    >>> from strata.engine.pipeline import Pipeline
+    >>> from strata.engine.testing import ListSink, ListSource
     >>> p = Pipeline("demo")
     >>> _ = p.step("numbers", ListSource([1, 2, 3]))
     >>> _ = p.step("text", Map(str), "numbers")
@@ -41,7 +41,7 @@ from dataclasses import replace
 from functools import partial
 from typing import Any
 
-from engine.channels import (
+from strata.engine.channels import (
     Barrier,
     Cancelled,
     Channel,
@@ -50,20 +50,20 @@ from engine.channels import (
     EndOfStream,
     LinkMessage,
 )
-from engine.checkpoint.coordinator import Actions, CheckpointCoordinator
-from engine.checkpoint.session import CheckpointSession, begin
-from engine.checkpoint.store import TaskEntry
-from engine.checkpoint.task import TaskCheckpoints
-from engine.config import RunConfig
-from engine.errors import StepError
-from engine.executors.base import Gathered, Outcome
-from engine.metrics import StepMetrics, Totals, merge
-from engine.pipeline import StepKind
-from engine.plan import Plan
-from engine.progress import Progress
-from engine.report import CheckpointReport
-from engine.runtime import Inbox, Outlet, run_task
-from engine.tasks import Task, expand, task_name
+from strata.engine.checkpoint.coordinator import Actions, CheckpointCoordinator
+from strata.engine.checkpoint.session import CheckpointSession, begin
+from strata.engine.checkpoint.store import TaskEntry
+from strata.engine.checkpoint.task import TaskCheckpoints
+from strata.engine.config import RunConfig
+from strata.engine.errors import StepError
+from strata.engine.executors.base import Gathered, Outcome
+from strata.engine.metrics import StepMetrics, Totals, merge
+from strata.engine.pipeline import StepKind
+from strata.engine.plan import Plan
+from strata.engine.progress import Progress
+from strata.engine.report import CheckpointReport
+from strata.engine.runtime import Inbox, Outlet, run_task
+from strata.engine.tasks import Task, expand, task_name
 
 _TICK_S = 0.2
 

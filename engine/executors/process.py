@@ -1,16 +1,16 @@
 """The process executor: every task in its own process, pyzmq channels between.
 
 Each step (or each shard of a keyed step) runs in a worker process
-(:mod:`engine.executors.worker`). Workers bind their input sockets to loopback on
+(:mod:`strata.engine.executors.worker`). Workers bind their input sockets to loopback on
 ephemeral ports; the coordinator (this process) collects their endpoints, tells each
 worker where its outputs go and how much credit each link has, then watches: it
 gathers collected items and final metrics, and stops everything on the first error,
 a worker that dies (a killed process is detected, not waited for), or Ctrl-C.
 
 Frames carry a small JSON header plus Arrow IPC or raw tensor/ndarray buffers
-(:mod:`engine.wire`); data is never pickled. The *step definitions* are pickled once,
-at start-up, to ship them to the workers, so functions and operator classes must be
-importable (module level), not lambdas or closures.
+(:mod:`strata.engine.wire`); data is never pickled. The *step definitions* are pickled
+once, at start-up, to ship them to the workers, so functions and operator classes must
+be importable (module level), not lambdas or closures.
 
 Workers are forked from a **forkserver**: forking this process directly is unsafe
 once torch, numba or Arrow started threads, and ``spawn`` would import torch in every
@@ -20,9 +20,9 @@ imports it at its first conversion, which would cost every worker a second) and 
 when this process has imported it; after that a worker starts in milliseconds.
 
 Examples:
-    >>> from engine.executors import execute
-    >>> from engine.pipeline import Pipeline
-    >>> from engine.testing import ListSink, ListSource
+    >>> from strata.engine.executors import execute
+    >>> from strata.engine.pipeline import Pipeline
+    >>> from strata.engine.testing import ListSink, ListSource
     >>> p = Pipeline("demo")
     >>> _ = p.step("numbers", ListSource([1, 2, 3]))
     >>> _ = p.step("sink", ListSink(), "numbers")
@@ -46,31 +46,31 @@ from typing import Any
 
 import zmq
 
-from engine.checkpoint.coordinator import Actions
-from engine.checkpoint.session import CheckpointSession, begin
-from engine.checkpoint.store import TaskEntry
-from engine.config import RunConfig
-from engine.errors import (
+from strata.engine.checkpoint.coordinator import Actions
+from strata.engine.checkpoint.session import CheckpointSession, begin
+from strata.engine.checkpoint.store import TaskEntry
+from strata.engine.config import RunConfig
+from strata.engine.errors import (
     CheckpointError,
     PlanError,
     RemoteError,
     StepError,
     format_error,
 )
-from engine.executors import worker
-from engine.executors.base import Outcome
-from engine.metrics import StepMetrics, merge
-from engine.pipeline import StepKind
-from engine.plan import Plan
-from engine.progress import Progress
-from engine.tasks import Task, expand, task_name
-from engine.wire import pack, unpack
+from strata.engine.executors import worker
+from strata.engine.executors.base import Outcome
+from strata.engine.metrics import StepMetrics, merge
+from strata.engine.pipeline import StepKind
+from strata.engine.plan import Plan
+from strata.engine.progress import Progress
+from strata.engine.tasks import Task, expand, task_name
+from strata.engine.wire import pack, unpack
 
 _POLL_MS = 100
 _EXIT_GRACE_S = 0.3  # a worker's last message may trail its exit by a moment
 _PRELOAD = (
-    "engine.executors._fork_main",
-    "engine.executors.worker",
+    "strata.engine.executors._fork_main",
+    "strata.engine.executors.worker",
     "numpy",
     "pyarrow",
 )

@@ -3,11 +3,11 @@
 A worker connects a DEALER socket to the coordinator (control), binds a ROUTER on
 loopback for its inputs (when it has any), says hello with that endpoint, waits for
 the coordinator's ``start`` with its outlets' endpoints and credits, runs the task
-with :func:`engine.runtime.run_task`, and reports ``done`` (with its metrics) or
+with :func:`strata.engine.runtime.run_task`, and reports ``done`` (with its metrics) or
 ``error``.
 
 Flow control is credit-based: an outlet may have at most its share of the consumer's
-:class:`~engine.config.ChannelBounds` in flight (sent but not yet taken by the
+:class:`~strata.engine.config.ChannelBounds` in flight (sent but not yet taken by the
 consumer); the consumer acknowledges each message when its task takes it, returning
 the credit. End-of-stream and barrier messages are acknowledged too, so a worker
 exits only after its consumers took everything it sent, and no message is lost to
@@ -37,7 +37,7 @@ from typing import Any
 
 import zmq
 
-from engine.channels import (
+from strata.engine.channels import (
     Barrier,
     Cancelled,
     CheckpointComplete,
@@ -46,13 +46,13 @@ from engine.channels import (
     LinkMessage,
     Message,
 )
-from engine.checkpoint.store import TaskEntry
-from engine.checkpoint.task import TaskCheckpoints, TaskCheckpointSpec
-from engine.errors import StepError
-from engine.metrics import StepMetrics
-from engine.runtime import Inbox, Outlet, run_task
-from engine.tasks import Task
-from engine.wire import pack, unpack
+from strata.engine.checkpoint.store import TaskEntry
+from strata.engine.checkpoint.task import TaskCheckpoints, TaskCheckpointSpec
+from strata.engine.errors import StepError
+from strata.engine.metrics import StepMetrics
+from strata.engine.runtime import Inbox, Outlet, run_task
+from strata.engine.tasks import Task
+from strata.engine.wire import pack, unpack
 
 _POLL_MS = 100
 _HEARTBEAT_S = 0.5

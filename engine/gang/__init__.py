@@ -33,7 +33,7 @@ The engine knows nothing about graphs: a trainer passes handles (tensors,
 Example (a data-parallel worker; starts processes, so not a doctest)::
 
     import torch
-    from engine.gang import (
+    from strata.engine.gang import (
         GangContext, GangSpec, GradientAllReducer, SharedTensors,
         broadcast_module, run_gang_report,
     )
@@ -65,15 +65,19 @@ Examples:
     'gloo'
 """
 
-from engine.gang.allreduce import Compression, GradientAllReducer, broadcast_module
-from engine.gang.context import GangContext, ReduceOp, rank_seed, seed_everything
-from engine.gang.errors import FailureKind, GangError, WorkerFailure
-from engine.gang.launcher import run_gang, run_gang_report
-from engine.gang.metrics import WorkerMetrics
-from engine.gang.report import GangReport, WorkerReport
-from engine.gang.shared import SharedTensors
-from engine.gang.spec import GangPlacement, GangSpec
-from engine.gang.step import GangStep, gang_step
+from strata.engine.gang.allreduce import (
+    Compression,
+    GradientAllReducer,
+    broadcast_module,
+)
+from strata.engine.gang.context import GangContext, ReduceOp, rank_seed, seed_everything
+from strata.engine.gang.errors import FailureKind, GangError, WorkerFailure
+from strata.engine.gang.launcher import run_gang, run_gang_report
+from strata.engine.gang.metrics import WorkerMetrics
+from strata.engine.gang.report import GangReport, WorkerReport
+from strata.engine.gang.shared import SharedTensors
+from strata.engine.gang.spec import GangPlacement, GangSpec
+from strata.engine.gang.step import GangStep, gang_step
 
 __all__ = [
     "Compression",

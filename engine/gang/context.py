@@ -24,7 +24,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Literal
 
-from engine.gang.metrics import WorkerMetrics
+from strata.engine.gang.metrics import WorkerMetrics
 
 if TYPE_CHECKING:
     import torch

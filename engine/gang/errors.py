@@ -7,7 +7,7 @@ heartbeating. The parent then stops every other worker and raises one
 rank(s) and their pids, and lists secondary failures after the first (a peer's
 "connection reset" usually follows a rank's death). When the first failure is an
 exception, the worker's traceback is chained as an
-:class:`~engine.errors.RemoteError` (``raise ... from``).
+:class:`~strata.engine.errors.RemoteError` (``raise ... from``).
 
 Examples:
     >>> failure = WorkerFailure(1, 4242, FailureKind.DIED, "killed by SIGKILL")
@@ -25,7 +25,7 @@ import enum
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from engine.errors import format_error
+from strata.engine.errors import format_error
 
 _DETAIL_CHARS = 300  # secondary failures: enough to recognise, short enough to scan
 

@@ -1,11 +1,12 @@
 """Run a gang: start the workers, watch them, gather results or fail with a rank.
 
-:func:`run_gang` starts ``spec.workers`` processes (:mod:`engine.gang.start`), each
-running ``fn(ctx, *args, **kwargs)`` (:mod:`engine.gang.worker`), and returns their
-results in rank order; :func:`run_gang_report` also returns each rank's metrics.
+:func:`run_gang` starts ``spec.workers`` processes (:mod:`strata.engine.gang.start`),
+each running ``fn(ctx, *args, **kwargs)`` (:mod:`strata.engine.gang.worker`), and
+returns their results in rank order; :func:`run_gang_report` also returns each rank's
+metrics.
 
-A :class:`~engine.gang.supervisor.GangSupervisor` watches the workers and turns
-any failure into a :class:`~engine.gang.errors.GangError` naming the rank; no
+A :class:`~strata.engine.gang.supervisor.GangSupervisor` watches the workers and turns
+any failure into a :class:`~strata.engine.gang.errors.GangError` naming the rank; no
 worker outlives ``run_gang``, also on Ctrl-C (``KeyboardInterrupt`` propagates
 after the workers are gone). If joining the process group fails before any rank
 ran ``fn`` (gloo's full-mesh connect does, now and then, on an overloaded
@@ -14,14 +15,14 @@ machine), the gang is started again, up to ``GangSpec.startup_retries`` times.
 Arguments reach the workers pickled by multiprocessing, which moves CPU torch
 tensors into shared memory first (torch's file-descriptor reductions): a large
 tensor is copied once, not once per worker. Pass numpy arrays, many tensors, or
-buffers the workers write into as :class:`~engine.gang.shared.SharedTensors`.
+buffers the workers write into as :class:`~strata.engine.gang.shared.SharedTensors`.
 Results come back as plain pickles through a pipe: fine for metrics and model
 weights; large outputs belong in a ``SharedTensors`` the parent created.
 
 Example (starts processes, so not a doctest)::
 
     import torch
-    from engine.gang import GangContext, GangSpec, run_gang
+    from strata.engine.gang import GangContext, GangSpec, run_gang
 
     def total(ctx: GangContext, values: torch.Tensor) -> float:
         part = values[ctx.rank :: ctx.world_size].sum()
@@ -37,10 +38,10 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from engine.gang.errors import GangError
-from engine.gang.report import GangReport
-from engine.gang.spec import GangSpec
-from engine.gang.supervisor import GangSupervisor, JoinFailed, log
+from strata.engine.gang.errors import GangError
+from strata.engine.gang.report import GangReport
+from strata.engine.gang.spec import GangSpec
+from strata.engine.gang.supervisor import GangSupervisor, JoinFailed, log
 
 _EXIT_S = 5.0  # after success: how long workers may take to leave the group
 
@@ -52,7 +53,7 @@ def run_gang(
 
     Args:
         fn: A module-level function (it is pickled by reference) taking a
-            :class:`~engine.gang.context.GangContext` first.
+            :class:`~strata.engine.gang.context.GangContext` first.
         spec: How many workers, on which device, with which timeouts.
         *args: Positional arguments for ``fn``, the same for every rank.
         **kwargs: Keyword arguments for ``fn``.

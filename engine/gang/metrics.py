@@ -10,7 +10,7 @@ exchanged, seconds per epoch. Three shapes cover what training reports need:
 * ``append(name, value)``: a series, one value per epoch or per step.
 
 Every heartbeat carries a snapshot, so a failed gang still shows how far each rank
-got; the final values come back in :class:`~engine.gang.report.WorkerReport`.
+got; the final values come back in :class:`~strata.engine.gang.report.WorkerReport`.
 
 Examples:
     >>> m = WorkerMetrics()
@@ -30,7 +30,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from engine.metrics import Counter
+from strata.engine.metrics import Counter
 
 
 @dataclass(slots=True)

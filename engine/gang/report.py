@@ -1,7 +1,7 @@
 """What a finished gang hands back: results in rank order, and a report per rank.
 
 Examples:
-    >>> from engine.gang.metrics import WorkerMetrics
+    >>> from strata.engine.gang.metrics import WorkerMetrics
     >>> workers = tuple(
     ...     WorkerReport(rank, 100 + rank, "cpu", 0.05, 1.0, 1 << 20, None,
     ...                  WorkerMetrics(counters={"rows": 10.0 * (rank + 1)}))
@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from engine.gang.metrics import WorkerMetrics
+from strata.engine.gang.metrics import WorkerMetrics
 
 
 @dataclass(frozen=True, slots=True)

@@ -31,7 +31,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
-from engine.errors import format_error
+from strata.engine.errors import format_error
 
 Device = Literal["cpu", "cuda", "auto"]
 _DEVICES = ("cpu", "cuda", "auto")

@@ -12,19 +12,19 @@ The gang shares multiprocessing's fork server with the process executor (one
 server per process, whoever starts it first sets its preload list), using the
 executor's preload list plus torch, ``torch.distributed``, the gang's worker
 module and the worker function's module, and the executor's handling of the
-main script (:mod:`engine.executors._fork_main`). A process executor worker that
+main script (:mod:`strata.engine.executors._fork_main`). A process executor worker that
 runs a gang step starts a server of its own (the inherited one cannot be reused),
 so a gang step there pays one torch import.
 
 Process-executor workers are daemons, and multiprocessing forbids daemons to
 have children because a daemon's children would outlive it. Gang workers cannot
 outlive their parent (each runs a lifeline thread, see
-:mod:`engine.gang.worker`), so :func:`allow_children` lifts the rule while a gang
+:mod:`strata.engine.gang.worker`), so :func:`allow_children` lifts the rule while a gang
 starts.
 
 Examples:
     >>> preload_modules(None)[:2]
-    ['engine.executors._fork_main', 'engine.executors.worker']
+    ['strata.engine.executors._fork_main', 'strata.engine.executors.worker']
     >>> "torch" in preload_modules(None)
     True
 """
@@ -39,9 +39,9 @@ from multiprocessing.context import BaseContext
 from typing import Any
 
 # The process executor's fork-server setup, shared so both reuse one server.
-from engine.executors.process import _PRELOAD, _main_path_for_fork_server
+from strata.engine.executors.process import _PRELOAD, _main_path_for_fork_server
 
-_GANG_PRELOAD = ("torch", "torch.distributed", "engine.gang.worker")
+_GANG_PRELOAD = ("torch", "torch.distributed", "strata.engine.gang.worker")
 
 
 def default_start_method() -> str:

@@ -14,14 +14,14 @@ which starts a fork server of its own (one torch import, a few seconds); the
 gang's workers are its children and die with it. The step (function and spec)
 is pickled to reach that process, so ``fn`` must be defined at module level.
 
-A failed gang raises :class:`~engine.gang.errors.GangError`, which the engine
+A failed gang raises :class:`~strata.engine.gang.errors.GangError`, which the engine
 wraps in a ``StepError`` naming the step, with the gang error (and the worker's
 traceback) chained.
 
 Example (starts processes, so not a doctest)::
 
-    from engine import Pipeline, execute
-    from engine.gang import GangContext, GangSpec, gang_step
+    from strata.engine import Pipeline, execute
+    from strata.engine.gang import GangContext, GangSpec, gang_step
 
     def train(ctx: GangContext, data: dict, epochs: int) -> dict:
         ...                                   # one rank's share of the work
@@ -35,7 +35,7 @@ Example (starts processes, so not a doctest)::
     execute(p, "process")
 
 Examples:
-    >>> from engine.gang import GangSpec, rank_seed
+    >>> from strata.engine.gang import GangSpec, rank_seed
     >>> step = gang_step(rank_seed, GangSpec(workers=2), name="seeds")
     >>> step.spec.name, step.spec.workers
     ('seeds', 2)
@@ -48,8 +48,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from engine.gang.launcher import run_gang_report
-from engine.gang.spec import GangSpec
+from strata.engine.gang.launcher import run_gang_report
+from strata.engine.gang.spec import GangSpec
 
 
 @dataclass(frozen=True, slots=True)

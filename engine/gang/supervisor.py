@@ -35,13 +35,13 @@ from dataclasses import dataclass, field
 from multiprocessing.connection import Connection, wait
 from typing import Any
 
-from engine.errors import RemoteError
-from engine.gang import start
-from engine.gang.errors import FailureKind, GangError, WorkerFailure
-from engine.gang.metrics import WorkerMetrics
-from engine.gang.report import GangReport, WorkerReport
-from engine.gang.spec import GangPlacement, GangSpec
-from engine.gang.worker import WorkerSetup, main, open_store
+from strata.engine.errors import RemoteError
+from strata.engine.gang import start
+from strata.engine.gang.errors import FailureKind, GangError, WorkerFailure
+from strata.engine.gang.metrics import WorkerMetrics
+from strata.engine.gang.report import GangReport, WorkerReport
+from strata.engine.gang.spec import GangPlacement, GangSpec
+from strata.engine.gang.worker import WorkerSetup, main, open_store
 
 log = logging.getLogger("strata.gang")
 

@@ -37,8 +37,8 @@ from datetime import timedelta
 from multiprocessing.connection import Connection, wait
 from typing import Any
 
-from engine.gang.context import GangContext, seed_everything
-from engine.gang.metrics import WorkerMetrics
+from strata.engine.gang.context import GangContext, seed_everything
+from strata.engine.gang.metrics import WorkerMetrics
 
 #: Exit code of a worker whose parent died (the lifeline ended it).
 ORPHANED = 75

@@ -1,1 +1,1 @@
-"""The ``strata`` command line (entry point: :func:`operators.cli.main.main`)."""
+"""The ``strata`` command line (entry point: :func:`strata.operators.cli.main.main`)."""

@@ -10,8 +10,9 @@ Subcommands::
     strata dataset generate SPEC --out DIR [--data-dir D]
 
 Columns are names, or positions when all digits. ``SPEC`` is a graph spec
-(:mod:`storage.spec`): ``planetoid:cora``, ``rmat:scale=16,edge_factor=16,seed=0``,
-``sbm:n=10000,blocks=8``, ``rgg:n=100000,radius=0.005``, a path.
+(:mod:`strata.storage.spec`): ``planetoid:cora``,
+``rmat:scale=16,edge_factor=16,seed=0``, ``sbm:n=10000,blocks=8``,
+``rgg:n=100000,radius=0.005``, a path.
 
 Examples:
     >>> import argparse, tempfile
@@ -32,8 +33,8 @@ import sys
 from collections.abc import Mapping
 from pathlib import Path
 
-from engine import UsageError, check_output_dir
-from storage import (
+from strata.engine import UsageError, check_output_dir
+from strata.storage import (
     DuplicatePolicy,
     GraphDataset,
     SelfLoopPolicy,
@@ -42,9 +43,9 @@ from storage import (
     save_dataset,
     verify_dataset,
 )
-from storage.dataset import ArrayEntry, Manifest
-from storage.loaders import FORMATS, load_edge_list
-from storage.spec import load_graph, parse_spec
+from strata.storage.dataset import ArrayEntry, Manifest
+from strata.storage.loaders import FORMATS, load_edge_list
+from strata.storage.spec import load_graph, parse_spec
 
 
 def _column(text: str | None) -> str | int | None:
@@ -91,7 +92,7 @@ def describe(manifest: Manifest, directory: Path) -> list[str]:
 
 
 class DatasetCommand:
-    """The ``strata dataset`` command (implements ``engine.command.Command``)."""
+    """The ``strata dataset`` command (implements ``strata.engine.command.Command``)."""
 
     name = "dataset"
     help = "import, inspect and generate dataset directories"

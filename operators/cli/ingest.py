@@ -1,12 +1,12 @@
 """``strata ingest ENDPOINT FILE``: send an update file to an ingestion endpoint.
 
-Reads a Parquet or CSV update file (:mod:`operators.streaming.update_files`), sends
-it in batches of ``--batch-rows`` over a DEALER socket
-(:class:`~operators.streaming.client.IngestClient`), resends every batch until the
-endpoint's log holds it, and reports what was acknowledged. Batch ``i`` has
-``seq = --first-seq + i`` under ``--producer`` (default: the file's name), so
-running the same command again after a failure is safe: the endpoint says which
-batches its log holds, those are skipped, and nothing is logged twice.
+Reads a Parquet or CSV update file (:mod:`strata.operators.streaming.update_files`),
+sends it in batches of ``--batch-rows`` over a DEALER socket
+(:class:`~strata.operators.streaming.client.IngestClient`), resends every batch until
+the endpoint's log holds it, and reports what was acknowledged. Batch ``i`` has ``seq =
+--first-seq + i`` under ``--producer`` (default: the file's name), so running the same
+command again after a failure is safe: the endpoint says which batches its log holds,
+those are skipped, and nothing is logged twice.
 
 ``--rate ROWS_PER_S`` sends at a steady rate, as producer load tools do. The client
 gives up when the endpoint has not answered for ``--ack-timeout`` seconds (10 by
@@ -33,9 +33,9 @@ import re
 import sys
 from pathlib import Path
 
-from operators.errors import OperatorError
-from operators.streaming.client import IngestClient, IngestError, IngestReport
-from operators.streaming.update_files import read_update_file, update_batches
+from strata.operators.errors import OperatorError
+from strata.operators.streaming.client import IngestClient, IngestError, IngestReport
+from strata.operators.streaming.update_files import read_update_file, update_batches
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
@@ -72,7 +72,7 @@ def check_arguments(args: argparse.Namespace) -> str | None:
 
 
 class IngestCommand:
-    """``strata ingest``: an :class:`engine.command.Command`."""
+    """``strata ingest``: an :class:`strata.engine.command.Command`."""
 
     name = "ingest"
     help = "send an update file (Parquet/CSV) to a streaming job's ingestion endpoint"

@@ -1,14 +1,14 @@
 """The ``strata`` console script: the engine's commands plus graph-aware ones.
 
-To add a subcommand, implement :class:`engine.command.Command` and append an
-instance to :data:`COMMANDS` (one line), or a :class:`engine.command.LazyCommand`
+To add a subcommand, implement :class:`strata.engine.command.Command` and append an
+instance to :data:`COMMANDS` (one line), or a :class:`strata.engine.command.LazyCommand`
 naming it when its module is heavy.
 
 Examples:
-    >>> main(["describe", "engine._example_job"])
+    >>> main(["describe", "strata.engine._example_job"])
     pipeline 'example': 2 steps
-      numbers  batch  engine._example_job:numbers
-      total    batch  engine._example_job:total    <- numbers  [outputs]
+      numbers  batch  strata.engine._example_job:numbers
+      total    batch  strata.engine._example_job:total    <- numbers  [outputs]
     0
 """
 
@@ -16,27 +16,27 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from engine.cli import main as engine_main
-from engine.command import Command, LazyCommand
+from strata.engine.cli import main as engine_main
+from strata.engine.command import Command, LazyCommand
 
-#: Subcommands beyond the engine's ``run`` and ``describe``. Lazy entries import
-#: their module only when chosen: ``operators.cli.dataset`` imports storage, hence
-#: torch (2 s), which ``strata run`` and its fork server should not pay for.
+#  Subcommands beyond the engine's ``run`` and ``describe``. Lazy entries import  their
+# module only when chosen: ``strata.operators.cli.dataset`` imports storage, hence
+# torch (2 s), which ``strata run`` and its fork server should not pay for.
 COMMANDS: list[Command] = [
     LazyCommand(
         "dataset",
         "import, inspect and generate dataset directories",
-        "operators.cli.dataset:DatasetCommand",
+        "strata.operators.cli.dataset:DatasetCommand",
     ),
     LazyCommand(
         "partition",
         "partition a graph (metis, grem, ldg, fennel, hdrf, random, hash)",
-        "operators.cli.partition:PartitionCommand",
+        "strata.operators.cli.partition:PartitionCommand",
     ),
     LazyCommand(
         "ingest",
         "send an update file (Parquet/CSV) to a streaming job's ingestion endpoint",
-        "operators.cli.ingest:IngestCommand",
+        "strata.operators.cli.ingest:IngestCommand",
     ),
 ]
 

@@ -6,18 +6,18 @@ Usage::
                      [--seed N] [--imbalance EPS] [--passes P] [--halo-hops H]
                      [--chunks M] [--out DIR] [--report PATH] [--data-dir D]
 
-``GRAPH`` is any graph spec of the storage CLI (:mod:`storage.spec`):
+``GRAPH`` is any graph spec of the storage CLI (:mod:`strata.storage.spec`):
 ``planetoid:cora``, ``rmat:scale=16,edge_factor=16,seed=0``, ``sbm:n=10000,blocks=8``,
 ``rgg:n=100000,radius=0.005``, a dataset directory or an edge-list file. Graphs are
-read as undirected (directed inputs are symmetrised, see ``partition.metrics``).
+read as undirected (directed inputs are symmetrised, see ``strata.partition.metrics``).
 
-``--out DIR`` stores the :class:`~partition.book.PartitionBook` (with ``--chunks M``
-its level-2 split) as the array group ``partition/<method>-k<K>`` of the dataset
+``--out DIR`` stores the :class:`~strata.partition.book.PartitionBook` (with ``--chunks
+M`` its level-2 split) as the array group ``partition/<method>-k<K>`` of the dataset
 directory ``DIR``. ``--report PATH`` writes the JSON report: ``method``, ``k``,
-``edge_cut_fraction``, ``imbalance``, ``seconds``, ``peak_rss_bytes`` (peak
-resident memory above the RSS right after the graph was loaded) and the other
-fields of :class:`~partition.types.PartitionReport`; ``--report -`` prints it to
-stdout, and the one-line summary, which otherwise goes to stdout, to stderr.
+``edge_cut_fraction``, ``imbalance``, ``seconds``, ``peak_rss_bytes`` (peak resident
+memory above the RSS right after the graph was loaded) and the other fields of
+:class:`~strata.partition.types.PartitionReport`; ``--report -`` prints it to stdout,
+and the one-line summary, which otherwise goes to stdout, to stderr.
 
 Every number, ``--out`` and ``--report`` are checked before the graph is loaded: a
 bad one prints one ``error:`` line naming the argument and exits 1.
@@ -51,11 +51,11 @@ from typing import Any
 
 import psutil
 
-from engine import UsageError, at_least, check_output_dir, check_output_file
-from engine.checks import is_stdout
-from engine.cli import reserve_stdout
-from operators.io.partition_book import book_name, save_partition_book
-from partition import (
+from strata.engine import UsageError, at_least, check_output_dir, check_output_file
+from strata.engine.checks import is_stdout
+from strata.engine.cli import reserve_stdout
+from strata.operators.io.partition_book import book_name, save_partition_book
+from strata.partition import (
     ChunkConfig,
     FennelPartitioner,
     GremPartitioner,
@@ -70,8 +70,8 @@ from partition import (
     build_book,
     split_chunks,
 )
-from storage import CSRGraph, StorageError
-from storage.spec import load_graph
+from strata.storage import CSRGraph, StorageError
+from strata.storage.spec import load_graph
 
 _WHERE = "strata partition"
 METHODS = ("metis", "grem", "ldg", "fennel", "hdrf", "random", "hash")

@@ -1,4 +1,4 @@
 """I/O steps over storage: datasets loaded into pipelines as wire-encodable payloads.
 
-See :mod:`operators.io.datasets`.
+See :mod:`strata.operators.io.datasets`.
 """

@@ -1,8 +1,8 @@
 """Batch steps that load datasets into pipelines, as wire-encodable payloads.
 
-A :class:`~storage.GraphDataset` cannot cross the ``process`` executor's wire (data is
-never pickled), so dataset steps return a *payload*: a dict of numpy arrays and JSON
-scalars that every executor carries as is, and that trainers turn back into a
+A :class:`~strata.storage.GraphDataset` cannot cross the ``process`` executor's wire
+(data is never pickled), so dataset steps return a *payload*: a dict of numpy arrays and
+JSON scalars that every executor carries as is, and that trainers turn back into a
 dataset with :func:`dataset_from_payload`::
 
     {"name": "cora", "num_nodes": 2708, "indptr": int64[n + 1], "indices": int[m],
@@ -10,7 +10,8 @@ dataset with :func:`dataset_from_payload`::
 
 Steps:
 
-* :func:`load_dataset`: any graph spec of :mod:`storage.spec` (``planetoid:cora``,
+* :func:`load_dataset`: any graph spec of :mod:`strata.storage.spec`
+  (``planetoid:cora``,
   ``sbm:n=...``, a dataset directory, an edge list), optionally with row-normalised
   features (Kipf & Welling's preprocessing of the Planetoid bag-of-words).
 * :func:`community_dataset`: a planted-community graph with community-correlated
@@ -37,18 +38,18 @@ from typing import Any
 
 import numpy as np
 
-from operators.errors import OperatorError
-from storage import (
+from strata.operators.errors import OperatorError
+from strata.storage import (
     CSRGraph,
     GraphDataset,
     community_features,
     sbm,
     split_masks,
 )
-from storage import (
+from strata.storage import (
     save_dataset as _save_dataset,
 )
-from storage.spec import load_graph
+from strata.storage.spec import load_graph
 
 #: A dataset as a dict of arrays and JSON scalars (see the module docstring).
 Payload = dict[str, Any]
@@ -80,7 +81,7 @@ def dataset_payload(dataset: GraphDataset) -> Payload:
 
 
 def dataset_from_payload(payload: Mapping[str, Any]) -> GraphDataset:
-    """Rebuild the :class:`~storage.GraphDataset` a payload describes.
+    """Rebuild the :class:`~strata.storage.GraphDataset` a payload describes.
 
     Raises:
         OperatorError: if ``payload`` is not a mapping with the payload's keys.
@@ -93,7 +94,8 @@ def dataset_from_payload(payload: Mapping[str, Any]) -> GraphDataset:
             "dataset_from_payload",
             f"a mapping with keys {list(_KEYS)}",
             str(got),
-            "produce it with operators.io.datasets.load_dataset or dataset_payload",
+            "produce it with strata.operators.io.datasets.load_dataset or "
+            "dataset_payload",
         )
     graph = CSRGraph(
         np.asarray(payload["indptr"]),
@@ -124,7 +126,8 @@ def load_dataset(
     """Batch step: load the dataset a graph spec names, as a payload.
 
     Args:
-        spec: a :mod:`storage.spec` graph spec (``planetoid:cora``, ``sbm:n=...``,
+        spec: a :mod:`strata.storage.spec` graph spec (``planetoid:cora``,
+            ``sbm:n=...``,
             a dataset directory, an edge-list file).
         data_dir: where Planetoid files other than the shipped Cora live.
         normalize_features: row-normalise ``x`` (see :func:`row_normalize`).
@@ -154,11 +157,12 @@ def community_dataset(
 ) -> Payload:
     """Batch step: a planted-community graph whose labels are its communities.
 
-    Features are class-conditioned Gaussians (:func:`storage.community_features`),
-    so a classifier on features alone is weak at ``noise`` near 1, while averaging
-    over neighbours (same class with probability ``intra_fraction``) recovers the
-    class. Training, validation and test nodes are drawn per class
-    (:func:`storage.split_masks`) in the given fractions of the nodes.
+    Features are class-conditioned Gaussians
+    (:func:`strata.storage.community_features`), so a classifier on features alone is
+    weak at ``noise`` near 1, while averaging over neighbours (same class with
+    probability ``intra_fraction``) recovers the class. Training, validation and test
+    nodes are drawn per class (:func:`strata.storage.split_masks`) in the given
+    fractions of the nodes.
 
     Returns:
         The dataset's payload (``meta["num_classes"] == num_classes``).
@@ -184,7 +188,7 @@ def save_dataset_dir(payload: Mapping[str, Any], directory: str) -> str:
     """Batch step: save a payload as a dataset directory; return the directory.
 
     The directory is written as one crash-safe transaction
-    (:func:`storage.save_dataset`); a later step opens it memory-mapped.
+    (:func:`strata.storage.save_dataset`); a later step opens it memory-mapped.
     """
     path = Path(directory)
     _save_dataset(dataset_from_payload(payload), path)

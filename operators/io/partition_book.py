@@ -1,15 +1,15 @@
-"""Store a :class:`~partition.book.PartitionBook` in a dataset directory, and back.
+"""Store a :class:`~strata.partition.book.PartitionBook` in a dataset directory.
 
-A book is one auxiliary array group of the dataset (``storage.save_arrays``), named
-``partition/<name>`` (``partition/metis-k4`` by default), written atomically next
-to the graph; the group's JSON meta keeps the partition report. ``partition/``
-itself does no I/O: this module is the bridge.
+A book is one auxiliary array group of the dataset (``strata.storage.save_arrays``),
+named ``partition/<name>`` (``partition/metis-k4`` by default), written atomically next
+to the graph; the group's JSON meta keeps the partition report. ``partition/`` itself
+does no I/O: this module is the bridge.
 
 Examples:
     >>> import tempfile
     >>> import numpy as np
-    >>> from storage import CSRGraph
-    >>> from partition import MultilevelPartitioner, build_book
+    >>> from strata.storage import CSRGraph
+    >>> from strata.partition import MultilevelPartitioner, build_book
     >>> src = np.arange(32); ring = CSRGraph.from_edges(src, (src + 1) % 32)
     >>> p = MultilevelPartitioner(k=4).partition(ring)
     >>> out = tempfile.mkdtemp()
@@ -29,9 +29,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from partition.book import PartitionBook
-from partition.types import PartitionReport
-from storage import load_arrays, read_manifest, save_arrays
+from strata.partition.book import PartitionBook
+from strata.partition.types import PartitionReport
+from strata.storage import load_arrays, read_manifest, save_arrays
 
 GROUP_PREFIX = "partition/"
 

@@ -9,14 +9,18 @@
   (numba CSR kernels on CPU, torch sparse CSR elsewhere).
 """
 
-from operators.kernels.aggregate import aggregate
-from operators.kernels.aggregators import AGGREGATORS, Aggregation, get_aggregator
-from operators.kernels.backend import Backend, use_backend
-from operators.kernels.device_graph import DeviceGraph, as_device_graph
-from operators.kernels.edge_softmax import edge_softmax
-from operators.kernels.order import aggregate_first
-from operators.kernels.sddmm import sddmm_add, sddmm_dot
-from operators.kernels.spmm import spmm
+from strata.operators.kernels.aggregate import aggregate
+from strata.operators.kernels.aggregators import (
+    AGGREGATORS,
+    Aggregation,
+    get_aggregator,
+)
+from strata.operators.kernels.backend import Backend, use_backend
+from strata.operators.kernels.device_graph import DeviceGraph, as_device_graph
+from strata.operators.kernels.edge_softmax import edge_softmax
+from strata.operators.kernels.order import aggregate_first
+from strata.operators.kernels.sddmm import sddmm_add, sddmm_dot
+from strata.operators.kernels.spmm import spmm
 
 __all__ = [
     "AGGREGATORS",

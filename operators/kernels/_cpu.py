@@ -4,7 +4,7 @@ All kernels read a CSR over destination rows (``indptr``, ``indices`` = source i
 and are parallel over row chunks. The sums use ``fastmath`` reassociation (so the
 compiler vectorises the feature loop) but keep IEEE infinities and NaNs. These are
 the CPU formulation chosen by ``benchmarks/kernels/test_spmm.py``; the torch
-formulation in :mod:`operators.kernels._primitives` serves every other device.
+formulation in :mod:`strata.operators.kernels._primitives` serves every other device.
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """Sparse primitives without autograd, dispatched per backend (private).
 
-``spmm_raw`` and ``sddmm_raw`` are duals: the backward of one is the other, which is
-how :mod:`operators.kernels.spmm` and :mod:`operators.kernels.sddmm` build their
-autograd Functions. Shapes: node tensors are ``[N, F]`` or ``[N, H, C]`` (heads);
+``spmm_raw`` and ``sddmm_raw`` are duals: the backward of one is the other, which is how
+:mod:`strata.operators.kernels.spmm` and :mod:`strata.operators.kernels.sddmm` build
+their autograd Functions. Shapes: node tensors are ``[N, F]`` or ``[N, H, C]`` (heads);
 edge values are ``[E]`` or ``[E, H]``.
 """
 
@@ -12,9 +12,9 @@ import warnings
 
 import torch
 
-from operators.kernels import _cpu
-from operators.kernels.backend import Backend, resolve, work_dtype
-from operators.kernels.device_graph import DeviceGraph
+from strata.operators.kernels import _cpu
+from strata.operators.kernels.backend import Backend, resolve, work_dtype
+from strata.operators.kernels.device_graph import DeviceGraph
 
 # torch warns once per process that CSR tensors are "beta"; they are the
 # documented sparse layout for SpMM and this module relies on them knowingly.

@@ -2,7 +2,7 @@
 
 ``aggregate(graph, x, "sum" | "mean" | "max")`` reduces the features of every
 destination's in-neighbours (parallel edges counted). Sum and mean are
-:func:`operators.kernels.spmm` products; max is a row-wise max that remembers the
+:func:`strata.operators.kernels.spmm` products; max is a row-wise max that remembers the
 winning source per feature, so its backward routes each gradient to that one
 source (ties: the first edge wins on CPU; the torch path splits ties evenly like
 PyG, which is the same total when the tied copies come from one node). A node with
@@ -10,7 +10,7 @@ no in-edges gets zeros, as in PyG.
 
 Examples:
     >>> import numpy as np, torch
-    >>> from storage import CSRGraph
+    >>> from strata.storage import CSRGraph
     >>> g = CSRGraph.from_edges(np.array([0, 1]), np.array([2, 2]))
     >>> x = torch.tensor([[1.0, 5.0], [3.0, -1.0], [0.0, 0.0]])
     >>> aggregate(g, x, "mean")[2].tolist(), aggregate(g, x, "max")[2].tolist()
@@ -23,16 +23,16 @@ from typing import Any, Literal
 
 import torch
 
-from operators.errors import OperatorError
-from operators.kernels import _cpu
-from operators.kernels.backend import Backend, resolve, work_dtype
-from operators.kernels.device_graph import (
+from strata.operators.errors import OperatorError
+from strata.operators.kernels import _cpu
+from strata.operators.kernels.backend import Backend, resolve, work_dtype
+from strata.operators.kernels.device_graph import (
     DeviceGraph,
     GraphLike,
     as_device_graph,
     check_node_features,
 )
-from operators.kernels.spmm import spmm
+from strata.operators.kernels.spmm import spmm
 
 Reduce = Literal["sum", "mean", "max"]
 REDUCTIONS: tuple[str, ...] = ("sum", "mean", "max")

@@ -15,16 +15,16 @@ from __future__ import annotations
 
 import torch
 
-from operators.errors import OperatorError
-from operators.kernels.aggregate import aggregate
-from operators.kernels.device_graph import DeviceGraph
+from strata.operators.errors import OperatorError
+from strata.operators.kernels.aggregate import aggregate
+from strata.operators.kernels.device_graph import DeviceGraph
 
 
 class Aggregation:
     """Reduces in-neighbour features; subclasses name the reduction.
 
     Attributes:
-        reduce: the :func:`operators.kernels.aggregate` reduction.
+        reduce: the :func:`strata.operators.kernels.aggregate` reduction.
         linear: whether the reduction commutes with a linear map (sum and mean
             do, max does not), so a layer may transform before aggregating.
     """

@@ -6,14 +6,14 @@ it that kernels need again and again: the transposed structure (for backward
 passes), degrees, the self-loop variant, normalisation coefficients. Each derived
 item is built on first use and cached on the object, so an epoch never rebuilds it.
 
-Layers accept a :class:`storage.CSRGraph` (a full graph), a sampled
-:class:`operators.samplers.Block`, or a ``DeviceGraph``; :func:`as_device_graph`
+Layers accept a :class:`strata.storage.CSRGraph` (a full graph), a sampled
+:class:`strata.operators.samplers.Block`, or a ``DeviceGraph``; :func:`as_device_graph`
 converts and caches. A full graph's ``DeviceGraph`` is cached per (graph, device) in
 a small LRU (the last :data:`CACHE_SIZE` graphs); a block's lives on the block.
 
 Examples:
     >>> import numpy as np, torch
-    >>> from storage import CSRGraph
+    >>> from strata.storage import CSRGraph
     >>> g = CSRGraph.from_edges(np.array([0, 1, 2]), np.array([1, 2, 1]))
     >>> dg = as_device_graph(g, torch.device("cpu"))
     >>> dg.indptr.tolist(), dg.indices.tolist()  # node 1 <- {0, 2}, node 2 <- {1}
@@ -34,10 +34,10 @@ from typing import Any, NamedTuple, TypeVar
 
 import torch
 
-from operators.errors import OperatorError
-from operators.kernels import _cpu
-from operators.samplers.block import Block
-from storage import CSRGraph, as_tensor
+from strata.operators.errors import OperatorError
+from strata.operators.kernels import _cpu
+from strata.operators.samplers.block import Block
+from strata.storage import CSRGraph, as_tensor
 
 CACHE_SIZE = 8
 T = TypeVar("T")
@@ -354,7 +354,7 @@ def as_device_graph(
     raise OperatorError.build(
         "graph",
         "as_device_graph",
-        "a storage.CSRGraph, an operators.samplers.Block or a DeviceGraph",
+        "a strata.storage.CSRGraph, a strata.operators.samplers.Block or a DeviceGraph",
         type(graph).__name__,
     )
 

@@ -11,7 +11,7 @@ Shapes:
 
 Examples:
     >>> import numpy as np, torch
-    >>> from storage import CSRGraph
+    >>> from strata.storage import CSRGraph
     >>> g = CSRGraph.from_edges(np.array([0, 1, 0]), np.array([2, 2, 1]))
     >>> edge_softmax(g, torch.tensor([3.0, 1.0, 1.0])).tolist()  # 0->1, 0->2, 1->2
     [1.0, 0.5, 0.5]
@@ -23,10 +23,14 @@ from typing import Any
 
 import torch
 
-from operators.errors import OperatorError
-from operators.kernels import _cpu
-from operators.kernels.backend import Backend, resolve, work_dtype
-from operators.kernels.device_graph import DeviceGraph, GraphLike, as_device_graph
+from strata.operators.errors import OperatorError
+from strata.operators.kernels import _cpu
+from strata.operators.kernels.backend import Backend, resolve, work_dtype
+from strata.operators.kernels.device_graph import (
+    DeviceGraph,
+    GraphLike,
+    as_device_graph,
+)
 
 
 def _row_sum(dg: DeviceGraph, values: torch.Tensor) -> torch.Tensor:

@@ -41,7 +41,7 @@ from typing import Any
 
 import torch
 
-from operators.errors import OperatorError
+from strata.operators.errors import OperatorError
 
 __all__ = ["decay_factor", "moving_sum"]
 

@@ -3,14 +3,14 @@
 * :func:`sddmm_add` (DGL's ``u_add_v``): ``out[e] = a_src[src(e)] + a_dst[dst(e)]``,
   GAT's attention logits from per-node scores.
 * :func:`sddmm_dot` (``u_dot_v``): ``out[e] = <x_src[src(e)], y_dst[dst(e)]>``,
-  dot-product attention; its backward is :func:`operators.kernels.spmm` over the
+  dot-product attention; its backward is :func:`strata.operators.kernels.spmm` over the
   graph and its transpose, so no per-edge feature tensor is stored.
 
 Edges are in the graph's in-adjacency (CSC) order, like every edge tensor here.
 
 Examples:
     >>> import numpy as np, torch
-    >>> from storage import CSRGraph
+    >>> from strata.storage import CSRGraph
     >>> g = CSRGraph.from_edges(np.array([0, 1]), np.array([2, 2]))
     >>> a = torch.tensor([[1.0], [2.0], [10.0]])
     >>> sddmm_add(g, a, a).flatten().tolist()  # edges 0->2 and 1->2
@@ -25,9 +25,9 @@ from typing import Any
 
 import torch
 
-from operators.errors import OperatorError
-from operators.kernels._primitives import sddmm_raw, spmm_raw
-from operators.kernels.device_graph import (
+from strata.operators.errors import OperatorError
+from strata.operators.kernels._primitives import sddmm_raw, spmm_raw
+from strata.operators.kernels.device_graph import (
     DeviceGraph,
     GraphLike,
     as_device_graph,

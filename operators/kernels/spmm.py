@@ -13,7 +13,7 @@ Shapes:
 
 Examples:
     >>> import numpy as np, torch
-    >>> from storage import CSRGraph
+    >>> from strata.storage import CSRGraph
     >>> g = CSRGraph.from_edges(np.array([0, 1]), np.array([2, 2]))
     >>> x = torch.tensor([[1.0], [2.0], [4.0]])
     >>> spmm(g, x).flatten().tolist()  # node 2 sums nodes 0 and 1
@@ -26,9 +26,9 @@ from typing import Any
 
 import torch
 
-from operators.errors import OperatorError
-from operators.kernels._primitives import sddmm_raw, spmm_raw
-from operators.kernels.device_graph import (
+from strata.operators.errors import OperatorError
+from strata.operators.kernels._primitives import sddmm_raw, spmm_raw
+from strata.operators.kernels.device_graph import (
     DeviceGraph,
     GraphLike,
     as_device_graph,

@@ -6,7 +6,7 @@ import math
 
 import torch
 
-from operators.kernels.device_graph import (
+from strata.operators.kernels.device_graph import (
     DeviceGraph,
     GraphLike,
     as_device_graph,

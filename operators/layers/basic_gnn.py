@@ -5,15 +5,15 @@ per layer and no activation after the last (dropout before every layer, the inpu
 included, as in Kipf & Welling's GCN and Velickovic et al.'s GAT).
 
 ``forward(graph, x)`` takes either one graph (a full graph, used by every layer)
-or a list of sampled :class:`~operators.samplers.Block`, one per layer, as
-:meth:`operators.samplers.NeighborSampler.sample` returns them; ``x`` then holds
+or a list of sampled :class:`~strata.operators.samplers.Block`, one per layer, as
+:meth:`strata.operators.samplers.NeighborSampler.sample` returns them; ``x`` then holds
 the rows of ``blocks[0].src_global_ids`` and the output the rows of
 ``blocks[-1].dst_global_ids`` (the seeds).
 
 Examples:
     >>> import numpy as np, torch
-    >>> from storage import CSRGraph
-    >>> from operators.samplers import NeighborSampler, SamplerConfig
+    >>> from strata.storage import CSRGraph
+    >>> from strata.operators.samplers import NeighborSampler, SamplerConfig
     >>> g = CSRGraph.from_edges(np.array([0, 1, 2, 3]), np.array([1, 2, 3, 0]))
     >>> model = GraphSAGE(8, 16, 3, num_layers=2)
     >>> model(g, torch.randn(4, 8)).shape  # full graph
@@ -33,13 +33,13 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from operators.errors import OperatorError
-from operators.layers._common import Graph
-from operators.layers.gat_conv import GATConv
-from operators.layers.gcn_conv import GCNConv
-from operators.layers.gin_conv import GINConv
-from operators.layers.sage_conv import SAGEConv
-from operators.samplers.block import Block
+from strata.operators.errors import OperatorError
+from strata.operators.layers._common import Graph
+from strata.operators.layers.gat_conv import GATConv
+from strata.operators.layers.gcn_conv import GCNConv
+from strata.operators.layers.gin_conv import GINConv
+from strata.operators.layers.sage_conv import SAGEConv
+from strata.operators.samplers.block import Block
 
 
 class BasicGNN(nn.Module):
@@ -135,7 +135,7 @@ class BasicGNN(nn.Module):
 
 
 class GCN(BasicGNN):
-    """Stacked :class:`~operators.layers.GCNConv` (Kipf & Welling)."""
+    """Stacked :class:`~strata.operators.layers.GCNConv` (Kipf & Welling)."""
 
     def make_conv(
         self, in_channels: int, out_channels: int, *, last: bool
@@ -145,7 +145,7 @@ class GCN(BasicGNN):
 
 
 class GraphSAGE(BasicGNN):
-    """Stacked :class:`~operators.layers.SAGEConv`.
+    """Stacked :class:`~strata.operators.layers.SAGEConv`.
 
     Args:
         in_channels: input feature width.
@@ -190,7 +190,7 @@ class GraphSAGE(BasicGNN):
 
 
 class GAT(BasicGNN):
-    """Stacked :class:`~operators.layers.GATConv`.
+    """Stacked :class:`~strata.operators.layers.GATConv`.
 
     Hidden layers concatenate ``heads`` heads of ``hidden_channels`` each; the last
     layer averages ``output_heads`` heads.
@@ -248,7 +248,7 @@ class GAT(BasicGNN):
 
 
 class GIN(BasicGNN):
-    """Stacked :class:`~operators.layers.GINConv`, each with a 2-layer MLP."""
+    """Stacked :class:`~strata.operators.layers.GINConv`, each with a 2-layer MLP."""
 
     def make_conv(
         self, in_channels: int, out_channels: int, *, last: bool

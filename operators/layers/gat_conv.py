@@ -5,13 +5,13 @@ slope 0.2), ``alpha_ij = softmax_j(e_ij)`` over ``i``'s in-edges (self-loop
 included), dropout on ``alpha`` in training, ``out_i = sum_j alpha_ij W x_j``.
 Heads are concatenated (``concat=True``) or averaged, then the bias is added.
 
-The logits are an SDDMM (:func:`~operators.kernels.sddmm_add`), the
-normalisation an :func:`~operators.kernels.edge_softmax`, the weighted sum a
-per-head :func:`~operators.kernels.spmm`; none materialises a ``[E, H, C]``
+The logits are an SDDMM (:func:`~strata.operators.kernels.sddmm_add`), the
+normalisation an :func:`~strata.operators.kernels.edge_softmax`, the weighted sum a
+per-head :func:`~strata.operators.kernels.spmm`; none materialises a ``[E, H, C]``
 message tensor.
 
 Self-loops follow PyG: existing loops are removed and one added per node (per
-destination on a :class:`~operators.samplers.Block`). Graph edge weights are
+destination on a :class:`~strata.operators.samplers.Block`). Graph edge weights are
 ignored (PyG's GAT has none); edge features (``edge_dim``) are not supported.
 
 References:
@@ -20,7 +20,7 @@ References:
 
 Examples:
     >>> import numpy as np, torch
-    >>> from storage import CSRGraph
+    >>> from strata.storage import CSRGraph
     >>> g = CSRGraph.from_edges(np.array([0, 1, 2]), np.array([1, 2, 0]))
     >>> conv = GATConv(4, 3, heads=2)
     >>> conv
@@ -35,10 +35,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from operators.kernels.edge_softmax import edge_softmax
-from operators.kernels.sddmm import sddmm_add
-from operators.kernels.spmm import spmm
-from operators.layers._common import Graph, glorot_, resolve_graph
+from strata.operators.kernels.edge_softmax import edge_softmax
+from strata.operators.kernels.sddmm import sddmm_add
+from strata.operators.kernels.spmm import spmm
+from strata.operators.layers._common import Graph, glorot_, resolve_graph
 
 
 class GATConv(nn.Module):

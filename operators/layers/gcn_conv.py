@@ -4,11 +4,11 @@
 itself, weighted by ``1 / sqrt(deg(src) deg(dst))``. The self-loop graph and the
 coefficients are computed once per graph and cached on its :class:`DeviceGraph`;
 the layer picks aggregate-first ``(A X) W`` or transform-first ``A (X W)`` by cost
-(:func:`operators.kernels.aggregate_first`), which gives the same result.
+(:func:`strata.operators.kernels.aggregate_first`), which gives the same result.
 
 On a full graph this is PyG's ``GCNConv`` exactly: self-loops replace existing
 ones (``add_remaining_self_loops``), degrees are weighted in-degrees, used for both
-endpoints. On a sampled :class:`~operators.samplers.Block`, where PyG has no
+endpoints. On a sampled :class:`~strata.operators.samplers.Block`, where PyG has no
 bipartite GCN, it follows DGL's ``GraphConv(norm="both")``: destinations use their
 in-degree in the block, sources their out-degree in the block (self-loops
 included in both).
@@ -19,7 +19,7 @@ References:
 
 Examples:
     >>> import numpy as np, torch
-    >>> from storage import CSRGraph
+    >>> from strata.storage import CSRGraph
     >>> g = CSRGraph.from_edges(np.array([0, 1, 2]), np.array([1, 2, 0]))
     >>> conv = GCNConv(4, 2)
     >>> conv
@@ -34,11 +34,16 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from operators.errors import OperatorError
-from operators.kernels.device_graph import DeviceGraph
-from operators.kernels.order import aggregate_first
-from operators.kernels.spmm import spmm
-from operators.layers._common import Graph, glorot_, needs_backward, resolve_graph
+from strata.operators.errors import OperatorError
+from strata.operators.kernels.device_graph import DeviceGraph
+from strata.operators.kernels.order import aggregate_first
+from strata.operators.kernels.spmm import spmm
+from strata.operators.layers._common import (
+    Graph,
+    glorot_,
+    needs_backward,
+    resolve_graph,
+)
 
 
 def gcn_coefficients(

@@ -2,7 +2,7 @@
 
 ``out_i = nn((1 + eps) x_i + sum_{j -> i} x_j)`` with a user-supplied MLP ``nn``;
 ``eps`` is a constant, or learned with ``train_eps=True``. The sum is taken before
-the MLP (it is not linear), with :func:`~operators.kernels.aggregate`.
+the MLP (it is not linear), with :func:`~strata.operators.kernels.aggregate`.
 
 References:
     Keyulu Xu, Weihua Hu, Jure Leskovec, Stefanie Jegelka. *How Powerful are Graph
@@ -10,7 +10,7 @@ References:
 
 Examples:
     >>> import numpy as np, torch
-    >>> from storage import CSRGraph
+    >>> from strata.storage import CSRGraph
     >>> g = CSRGraph.from_edges(np.array([0, 1, 2]), np.array([1, 2, 0]))
     >>> conv = GINConv(torch.nn.Linear(4, 2), train_eps=True)
     >>> conv(g, torch.randn(3, 4)).shape
@@ -24,8 +24,8 @@ from collections.abc import Callable
 import torch
 from torch import nn
 
-from operators.kernels.aggregate import aggregate
-from operators.layers._common import Graph, resolve_graph
+from strata.operators.kernels.aggregate import aggregate
+from strata.operators.layers._common import Graph, resolve_graph
 
 
 class GINConv(nn.Module):

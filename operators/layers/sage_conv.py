@@ -11,10 +11,10 @@ paper's pooling aggregator, DGL's ``aggregator_type="pool"``, and PyG's
 projected; the root term uses the raw ``x_i``, as in PyG and DGL.)
 
 For linear aggregators the layer transforms before aggregating when that is
-cheaper (:func:`operators.kernels.aggregate_first`); the bias is added after the
+cheaper (:func:`strata.operators.kernels.aggregate_first`); the bias is added after the
 aggregation, so nodes without in-neighbours still get ``W_l . 0 + b`` as in PyG.
 
-On a :class:`~operators.samplers.Block` the root features are the destination
+On a :class:`~strata.operators.samplers.Block` the root features are the destination
 rows ``x[:num_dst]`` (destinations come first among sources).
 
 References:
@@ -23,7 +23,7 @@ References:
 
 Examples:
     >>> import numpy as np, torch
-    >>> from storage import CSRGraph
+    >>> from strata.storage import CSRGraph
     >>> g = CSRGraph.from_edges(np.array([0, 1, 2]), np.array([1, 2, 0]))
     >>> SAGEConv(4, 2, aggr="max", project=True)
     SAGEConv(4, 2, aggr=max)
@@ -37,9 +37,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from operators.kernels.aggregators import get_aggregator
-from operators.kernels.order import aggregate_first
-from operators.layers._common import Graph, needs_backward, resolve_graph
+from strata.operators.kernels.aggregators import get_aggregator
+from strata.operators.kernels.order import aggregate_first
+from strata.operators.layers._common import Graph, needs_backward, resolve_graph
 
 
 class SAGEConv(nn.Module):

@@ -1,7 +1,11 @@
 """Neighbour samplers: per-layer blocks, reproducible for a (seed, epoch, batch)."""
 
-from operators.samplers.block import Block
-from operators.samplers.neighbor import NeighborSampler, SamplerConfig, check_fanouts
-from operators.samplers.rng import batch_key
+from strata.operators.samplers.block import Block
+from strata.operators.samplers.neighbor import (
+    NeighborSampler,
+    SamplerConfig,
+    check_fanouts,
+)
+from strata.operators.samplers.rng import batch_key
 
 __all__ = ["Block", "NeighborSampler", "SamplerConfig", "batch_key", "check_fanouts"]

@@ -24,8 +24,8 @@ from typing import Any
 
 import numpy as np
 
-from operators.errors import OperatorError
-from storage._types import Int64Array
+from strata.operators.errors import OperatorError
+from strata.storage._types import Int64Array
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -50,7 +50,7 @@ class Block:
     indices: Int64Array
     src_global_ids: Int64Array
     num_dst: int
-    # Tensors built from this block per device (operators.kernels.DeviceGraph).
+    # Tensors built from this block per device (strata.operators.kernels.DeviceGraph).
     _device_cache: dict[Any, Any] = field(default_factory=dict, init=False, repr=False)
 
     def __post_init__(self) -> None:

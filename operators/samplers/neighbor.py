@@ -2,11 +2,12 @@
 
 :class:`NeighborSampler` samples, for a batch of seed nodes, up to ``fanouts[l]``
 in-neighbours per destination node of layer ``l`` and returns one :class:`Block` per
-layer. Every draw comes from the keyed stateless RNG of :mod:`operators.samplers.rng`:
-the neighbours of vertex ``v`` in layer ``l`` of batch ``b`` of epoch ``e`` are a
-pure function of ``(seed, epoch, b, l, v)``. Any batch of any epoch can therefore be
-regenerated alone, in any order, on any thread — which is what lets a trainer compute
-an epoch's schedule ahead of time (``systems/rapidgnn.md`` §3.2).
+layer. Every draw comes from the keyed stateless RNG of
+:mod:`strata.operators.samplers.rng`: the neighbours of vertex ``v`` in layer ``l`` of
+batch ``b`` of epoch ``e`` are a pure function of ``(seed, epoch, b, l, v)``. Any batch
+of any epoch can therefore be regenerated alone, in any order, on any thread — which is
+what lets a trainer compute an epoch's schedule ahead of time (``systems/rapidgnn.md``
+§3.2).
 
 Fan-outs are listed **in layer order**, as in DGL and the GraphSAGE paper:
 ``fanouts[0]`` is the fan-out of the input layer (the farthest hop) and
@@ -26,7 +27,7 @@ References:
 
 Examples:
     >>> import numpy as np
-    >>> from storage import CSRGraph
+    >>> from strata.storage import CSRGraph
     >>> g = CSRGraph.from_edges(np.array([0, 1, 2, 3, 3]), np.array([1, 2, 3, 0, 1]))
     >>> sampler = NeighborSampler(g, SamplerConfig(fanouts=(2, 2)), seed=0)
     >>> blocks = sampler.sample(np.array([1]), epoch=0, batch_index=0)
@@ -45,11 +46,11 @@ from dataclasses import dataclass
 import numba
 import numpy as np
 
-from operators.errors import OperatorError
-from operators.samplers.block import Block
-from operators.samplers.rng import batch_key, bounded, hash3
-from storage import CSRGraph
-from storage._types import Int64Array
+from strata.operators.errors import OperatorError
+from strata.operators.samplers.block import Block
+from strata.operators.samplers.rng import batch_key, bounded, hash3
+from strata.storage import CSRGraph
+from strata.storage._types import Int64Array
 
 
 @dataclass(frozen=True, slots=True)
@@ -233,7 +234,7 @@ class NeighborSampler:
         where = "NeighborSampler"
         if not isinstance(graph, CSRGraph):
             raise OperatorError.build(
-                "graph", where, "a storage.CSRGraph", type(graph).__name__
+                "graph", where, "a strata.storage.CSRGraph", type(graph).__name__
             )
         if seed < 0 or rank < 0:
             raise OperatorError.build(

@@ -31,10 +31,10 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from storage.generators.hashing import GOLDEN as _GAMMA
-from storage.generators.hashing import MIX1 as _MUL1
-from storage.generators.hashing import MIX2 as _MUL2
-from storage.generators.hashing import mix64
+from strata.storage.generators.hashing import GOLDEN as _GAMMA
+from strata.storage.generators.hashing import MIX1 as _MUL1
+from strata.storage.generators.hashing import MIX2 as _MUL2
+from strata.storage.generators.hashing import mix64
 
 __all__ = ["batch_key", "bounded", "hash3", "mix64"]
 

@@ -5,13 +5,13 @@ embedding stays equal to a full forward pass over the current graph without
 recomputing the graph:
 
 * ingestion: :class:`ZmqIngest` (a pyzmq source that validates update batches,
-  appends them to the :class:`storage.UpdateLog`, then acknowledges them; its
+  appends them to the :class:`strata.storage.UpdateLog`, then acknowledges them; its
   endpoint alone is :class:`IngestServer`), :class:`IngestClient` (what
   ``strata ingest ENDPOINT FILE`` uses, with :func:`read_update_file`), and
   :class:`LogSource` (replay / follow the log);
 * incremental layers: :class:`StreamingLayer` keeps per-node aggregator state
-  (:mod:`operators.streaming.aggregators`: sum, mean, max with deletions) exact under
-  edge and input changes, for GraphSAGE (mean, sum, max) and GCN
+  (:mod:`strata.operators.streaming.aggregators`: sum, mean, max with deletions) exact
+  under edge and input changes, for GraphSAGE (mean, sum, max) and GCN
   (:class:`StreamingModel` takes a trained batch model apart);
 * windows (:class:`Count`, :class:`Tumbling`, :class:`Session`, :class:`Adaptive`,
   each with ``max_latency_ms`` / ``max_pending``; :func:`parse_window`) batch
@@ -23,8 +23,8 @@ recomputing the graph:
 
 Examples:
     >>> import numpy as np, torch
-    >>> from storage import CSRGraph, edge_updates
-    >>> from operators.layers import GraphSAGE
+    >>> from strata.storage import CSRGraph, edge_updates
+    >>> from strata.operators.layers import GraphSAGE
     >>> _ = torch.manual_seed(0)
     >>> sage = GraphSAGE(4, 8, 2, num_layers=2)
     >>> gnn = StreamingGNN(StreamingModel.from_module(sage))
@@ -35,33 +35,33 @@ Examples:
     (1, 2)
 """
 
-from operators.streaming.aggregators import (
+from strata.operators.streaming.aggregators import (
     AggState,
     Contribution,
     MaxAggregator,
     MeanAggregator,
     SumAggregator,
 )
-from operators.streaming.cascade import StreamingGNN
-from operators.streaming.client import IngestClient, IngestReport
-from operators.streaming.delta import LayerDelta
-from operators.streaming.generate import UpdateStream
-from operators.streaming.gnn import FanOut, LayerStep, streaming_gnn
-from operators.streaming.ingest import IngestServer, ZmqIngest
-from operators.streaming.items import Placement, route_key
-from operators.streaming.layer import StreamingLayer
-from operators.streaming.log_source import LogSource
-from operators.streaming.model import StreamingModel
-from operators.streaming.reference import AffectedRecompute, full_recompute
-from operators.streaming.rules import LayerRule
-from operators.streaming.setup import InitData, Setup, StaticSetup, init_item
-from operators.streaming.sinks import EmbeddingSink, summarize_stream
-from operators.streaming.update_files import (
+from strata.operators.streaming.cascade import StreamingGNN
+from strata.operators.streaming.client import IngestClient, IngestReport
+from strata.operators.streaming.delta import LayerDelta
+from strata.operators.streaming.generate import UpdateStream
+from strata.operators.streaming.gnn import FanOut, LayerStep, streaming_gnn
+from strata.operators.streaming.ingest import IngestServer, ZmqIngest
+from strata.operators.streaming.items import Placement, route_key
+from strata.operators.streaming.layer import StreamingLayer
+from strata.operators.streaming.log_source import LogSource
+from strata.operators.streaming.model import StreamingModel
+from strata.operators.streaming.reference import AffectedRecompute, full_recompute
+from strata.operators.streaming.rules import LayerRule
+from strata.operators.streaming.setup import InitData, Setup, StaticSetup, init_item
+from strata.operators.streaming.sinks import EmbeddingSink, summarize_stream
+from strata.operators.streaming.update_files import (
     read_update_file,
     update_batches,
     write_update_file,
 )
-from operators.streaming.windows import (
+from strata.operators.streaming.windows import (
     Adaptive,
     Count,
     Immediate,

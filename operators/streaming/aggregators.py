@@ -38,8 +38,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from operators.errors import OperatorError
-from operators.streaming._kernels import (
+from strata.operators.errors import OperatorError
+from strata.operators.streaming._kernels import (
     gather_scatter_add,
     gather_scatter_max,
     scatter_count,

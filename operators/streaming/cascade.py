@@ -1,15 +1,15 @@
 """StreamingGNN: the L streaming layers of a model chained in one process.
 
-A flush of layer ``l`` returns the record layer ``l + 1`` applies, so one graph
-update cascades through the layers (d3gnn.md §2, "unrolled dataflow"). This class
-runs the cascade directly, without the engine: the reference path for tests and
-benchmarks, and what :func:`operators.streaming.gnn.streaming_gnn` splits into one
-pipeline step per layer.
+A flush of layer ``l`` returns the record layer ``l + 1`` applies, so one graph update
+cascades through the layers (d3gnn.md §2, "unrolled dataflow"). This class runs the
+cascade directly, without the engine: the reference path for tests and benchmarks, and
+what :func:`strata.operators.streaming.gnn.streaming_gnn` splits into one pipeline step
+per layer.
 
 Examples:
     >>> import numpy as np, torch
-    >>> from storage import CSRGraph, edge_updates
-    >>> from operators.layers import GraphSAGE
+    >>> from strata.storage import CSRGraph, edge_updates
+    >>> from strata.operators.layers import GraphSAGE
     >>> _ = torch.manual_seed(0)
     >>> sage = GraphSAGE(4, 8, 2, num_layers=2)
     >>> gnn = StreamingGNN(StreamingModel.from_module(sage), dtype=np.float64)
@@ -34,9 +34,9 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from operators.streaming.delta import Int64Array, LayerDelta
-from operators.streaming.layer import StreamingLayer
-from operators.streaming.model import StreamingModel
+from strata.operators.streaming.delta import Int64Array, LayerDelta
+from strata.operators.streaming.layer import StreamingLayer
+from strata.operators.streaming.model import StreamingModel
 
 
 class StreamingGNN:
@@ -62,7 +62,7 @@ class StreamingGNN:
         """Start every layer from a graph and node features (one forward pass).
 
         Args:
-            graph: The starting :class:`~storage.CSRGraph`.
+            graph: The starting :class:`~strata.storage.CSRGraph`.
             x: Node features, one row per node.
             live: Which nodes have features (default: all rows of ``x``).
         """
@@ -82,7 +82,7 @@ class StreamingGNN:
     def apply_updates(
         self, batch: pa.RecordBatch, first_offset: int = -1
     ) -> LayerDelta:
-        """Flush one update batch (``storage.updates`` schema) through the layers."""
+        """Flush one update batch (``strata.storage.updates`` schema) through layers."""
         return self.apply(LayerDelta.from_updates(batch, first_offset=first_offset))
 
     def embeddings(self, nodes: Int64Array | None = None) -> np.ndarray:

@@ -54,14 +54,14 @@ import numpy as np
 import pyarrow as pa
 import zmq
 
-from engine.config import CheckpointConfig, RunConfig
-from engine.executors import execute
-from engine.operator import Operator, StepContext
-from engine.pipeline import Pipeline
-from operators.streaming.client import IngestClient, IngestError
-from operators.streaming.ingest import ZmqIngest
-from operators.streaming.items import UPDATES
-from storage import UpdateLog, edge_updates
+from strata.engine.config import CheckpointConfig, RunConfig
+from strata.engine.executors import execute
+from strata.engine.operator import Operator, StepContext
+from strata.engine.pipeline import Pipeline
+from strata.operators.streaming.client import IngestClient, IngestError
+from strata.operators.streaming.ingest import ZmqIngest
+from strata.operators.streaming.items import UPDATES
+from strata.storage import UpdateLog, edge_updates
 
 #: Ids of producer ``p``'s rows start here (``event_time`` = p * ID_STRIDE + row).
 ID_STRIDE = 10**9

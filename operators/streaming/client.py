@@ -1,6 +1,6 @@
 """IngestClient: send update batches to an ingestion endpoint until each is acked.
 
-A DEALER socket speaking the protocol of :mod:`operators.streaming.ingest`. Batch
+A DEALER socket speaking the protocol of :mod:`strata.operators.streaming.ingest`. Batch
 ``i`` of a stream gets ``seq = first_seq + i``. :meth:`IngestClient.send_all` first
 asks the endpoint which of the producer's seqs its log holds (``hello``) and skips
 those, so running the same stream again after a crash (same producer id) resumes
@@ -13,8 +13,8 @@ from the endpoint for ``ack_timeout_s``.
 
 Examples:
     >>> import tempfile
-    >>> from storage import UpdateLog, edge_updates
-    >>> from operators.streaming.ingest import IngestServer
+    >>> from strata.storage import UpdateLog, edge_updates
+    >>> from strata.operators.streaming.ingest import IngestServer
     >>> import threading
     >>> log = UpdateLog(tempfile.mkdtemp() + "/log")
     >>> server = IngestServer(log, "tcp://127.0.0.1:*")
@@ -51,7 +51,7 @@ def query_embeddings(
 ) -> dict[str, Any]:
     """Ask a running job's sink for the current embeddings of ``nodes``.
 
-    The job's :class:`~operators.streaming.sinks.EmbeddingSink` must have a
+    The job's :class:`~strata.operators.streaming.sinks.EmbeddingSink` must have a
     ``query_endpoint``; this connects there.
 
     Returns:

@@ -46,7 +46,7 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
-from storage.updates import UpdateKind, decode_updates
+from strata.storage.updates import UpdateKind, decode_updates
 
 Int64Array = npt.NDArray[np.int64]
 FloatArray = npt.NDArray[np.floating[Any]]
@@ -99,7 +99,7 @@ class LayerDelta:
         first_offset: int = -1,
         arrival_ms: int | None = None,
     ) -> LayerDelta:
-        """The layer-1 record of an update batch (``storage.updates`` schema).
+        """The layer-1 record of an update batch (``strata.storage.updates`` schema).
 
         ``add_edge``/``remove_edge`` rows become ``+1``/``-1`` edge operations,
         ``set_feature`` rows new inputs, ``add_node`` rows only grow ``num_nodes``.

@@ -1,6 +1,6 @@
 """Seeded synthetic update streams over a starting graph (adds, deletes, features).
 
-:class:`UpdateStream` yields update batches (``storage.updates`` schema) with a
+:class:`UpdateStream` yields update batches (``strata.storage.updates`` schema) with a
 given mix of ``add_edge``, ``remove_edge`` and ``set_feature`` rows:
 
 * deletes remove edges that exist when their batch starts (one copy each, no two
@@ -18,7 +18,7 @@ current edge list with swap-removal, vectorised per batch.
 
 Examples:
     >>> import numpy as np
-    >>> from storage import CSRGraph
+    >>> from strata.storage import CSRGraph
     >>> g = CSRGraph.from_edges(np.array([0, 1, 2]), np.array([1, 2, 0]))
     >>> stream = UpdateStream(g, feature_dim=4, mix=(0.5, 0.5, 0.0), seed=1)
     >>> batches = list(stream.batches(num_updates=10, batch_size=4))
@@ -33,7 +33,7 @@ from collections.abc import Iterator
 import numpy as np
 import pyarrow as pa
 
-from storage import CSRGraph, UpdateKind, make_updates
+from strata.storage import CSRGraph, UpdateKind, make_updates
 
 
 class UpdateStream:

@@ -5,32 +5,32 @@
     source -> [gnn_fanout] -> gnn_layer1 -> gnn_layer2 -> ... -> (your sink)
 
 Each ``gnn_layer{l}`` is a :class:`LayerStep`: a
-:class:`~operators.streaming.layer.StreamingLayer` behind a
-:class:`~operators.streaming.windows.WindowBuffer`. Layer 1 takes ``updates`` items
-(cutting batches at ``Count``/``Tumbling`` boundaries, so flush points depend only
-on log offsets); every layer turns a flush into a ``delta`` item for the next layer
-(the applied topology diff plus new outputs of its live dirty vertices), so one
-update cascades through the layers. ``tick`` items drive the windows' latency caps.
+:class:`~strata.operators.streaming.layer.StreamingLayer` behind a
+:class:`~strata.operators.streaming.windows.WindowBuffer`. Layer 1 takes ``updates``
+items (cutting batches at ``Count``/``Tumbling`` boundaries, so flush points depend only
+on log offsets); every layer turns a flush into a ``delta`` item for the next layer (the
+applied topology diff plus new outputs of its live dirty vertices), so one update
+cascades through the layers. ``tick`` items drive the windows' latency caps.
 
-With ``shards=k`` every layer runs as ``k`` keyed copies on the ``process``
-executor. Shard ``s`` owns the vertices hash placement gives it
-(:class:`~operators.streaming.items.Placement`); every shard applies every change to
-its topology and inputs (they are small next to the aggregation work), but only
-aggregates, re-reads and emits its own vertices, and each layer broadcasts its
-deltas to every shard of the next. A ``gnn_fanout`` step copies the source's items
-to the shards of layer 1 (a step, not the source, so that a checkpoint barrier
-never falls between the copies of one item).
+With ``shards=k`` every layer runs as ``k`` keyed copies on the ``process`` executor.
+Shard ``s`` owns the vertices hash placement gives it
+(:class:`~strata.operators.streaming.items.Placement`); every shard applies every change
+to its topology and inputs (they are small next to the aggregation work), but only
+aggregates, re-reads and emits its own vertices, and each layer broadcasts its deltas to
+every shard of the next. A ``gnn_fanout`` step copies the source's items to the shards
+of layer 1 (a step, not the source, so that a checkpoint barrier never falls between the
+copies of one item).
 
 Every :class:`LayerStep` is ``Stateful``: its snapshot holds the layer arrays, the
 topology (``DynamicGraph.state``), the window buffer and the model.
 
 Examples:
     >>> import numpy as np, torch
-    >>> from engine import Pipeline
-    >>> from engine.testing import ListSink, ListSource, run
-    >>> from storage import CSRGraph, edge_updates
-    >>> from operators.layers import GraphSAGE
-    >>> from operators.streaming.setup import StaticSetup, init_item
+    >>> from strata.engine import Pipeline
+    >>> from strata.engine.testing import ListSink, ListSource, run
+    >>> from strata.storage import CSRGraph, edge_updates
+    >>> from strata.operators.layers import GraphSAGE
+    >>> from strata.operators.streaming.setup import StaticSetup, init_item
     >>> _ = torch.manual_seed(0)
     >>> g = CSRGraph.from_edges(np.array([0, 1]), np.array([1, 2]), num_nodes=3)
     >>> setup = StaticSetup(g, np.ones((3, 4), np.float32),
@@ -55,11 +55,11 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from engine.operator import Operator, StepContext
-from engine.pipeline import Pipeline
-from operators.errors import OperatorError
-from operators.streaming.delta import LayerDelta
-from operators.streaming.items import (
+from strata.engine.operator import Operator, StepContext
+from strata.engine.pipeline import Pipeline
+from strata.operators.errors import OperatorError
+from strata.operators.streaming.delta import LayerDelta
+from strata.operators.streaming.items import (
     DELTA,
     INIT,
     TICK,
@@ -68,10 +68,10 @@ from operators.streaming.items import (
     fan_out,
     route_key,
 )
-from operators.streaming.layer import StreamingLayer
-from operators.streaming.model import StreamingModel
-from operators.streaming.setup import graph_of
-from operators.streaming.windows import Immediate, Window, WindowBuffer, wall_ms
+from strata.operators.streaming.layer import StreamingLayer
+from strata.operators.streaming.model import StreamingModel
+from strata.operators.streaming.setup import graph_of
+from strata.operators.streaming.windows import Immediate, Window, WindowBuffer, wall_ms
 
 Item = dict[str, Any]
 

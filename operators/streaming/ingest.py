@@ -1,22 +1,23 @@
 """Ingestion: a pyzmq endpoint that validates update batches, logs them, acks them.
 
-**Protocol** (a ROUTER socket, bound to ``tcp://127.0.0.1:5555`` by default;
-clients use DEALER sockets, see :class:`~operators.streaming.client.IngestClient`).
-A request is two frames:
+**Protocol** (a ROUTER socket, bound to ``tcp://127.0.0.1:5555`` by default; clients use
+DEALER sockets, see :class:`~strata.operators.streaming.client.IngestClient`). A request
+is two frames:
 
 1. a JSON header: ``{"producer": "<id>", "seq": <int>, "first_seq": <int>}``
    (``seq`` counts up by one per batch from the producer's ``first_seq``; a resend
    repeats it), or ``{"type": "hello", "producer": "<id>"}`` (answered with the
    producer's ``high_water`` and ``first_seq`` in the log, or nulls), or
    ``{"type": "end", "producer": "<id>"}`` when a producer is done, or
-   ``{"type": "ping"}`` (see :mod:`operators.streaming.protocol`);
-2. an Arrow IPC stream holding the update batch, in the ``storage.updates`` schema
+   ``{"type": "ping"}`` (see :mod:`strata.operators.streaming.protocol`);
+2. an Arrow IPC stream holding the update batch, in the ``strata.storage.updates``
+   schema
    (``kind`` int8, ``src``/``dst``/``node`` int64, optional ``feature``
    fixed-size list of float32, ``event_time`` int64 ms).
 
 Each batch is checked (frame count and size, header, Arrow decoding, then
 ``validate_updates``: schema, kinds, id range, feature width, row and byte
-limits), appended to the :class:`~storage.UpdateLog` with its ``(producer, seq)``
+limits), appended to the :class:`~strata.storage.UpdateLog` with its ``(producer, seq)``
 (group commit: one fsync for every batch received together), and only then
 acknowledged with one JSON frame ``{"ok": true, "seq", "first_offset",
 "last_offset", "duplicate"}``.
@@ -31,15 +32,15 @@ from ``expected`` on, in order. So a producer may resend until acknowledged, eve
 batch enters the log exactly once, and "duplicate" is never said of a batch that
 was lost. A bad frame gets ``{"ok": false, "seq", "error": "<reason>"}``, is counted
 by reason, and the endpoint keeps serving; a full log (the quota, see
-:class:`~storage.LogConfig`) answers ``"retry": true``: backpressure.
+:class:`~strata.storage.LogConfig`) answers ``"retry": true``: backpressure.
 
 :class:`IngestServer` is the endpoint itself (usable alone: benchmarks, tools);
 :class:`ZmqIngest` is the source step that runs one and emits the logged batches.
 
 Examples:
     >>> import tempfile, numpy as np
-    >>> from storage import UpdateLog, edge_updates
-    >>> from operators.streaming.client import IngestClient
+    >>> from strata.storage import UpdateLog, edge_updates
+    >>> from strata.operators.streaming.client import IngestClient
     >>> log = UpdateLog(tempfile.mkdtemp() + "/log")
     >>> server = IngestServer(log, "tcp://127.0.0.1:*")
     >>> client = IngestClient(server.endpoint, producer_id="doc")
@@ -67,19 +68,19 @@ from typing import Any
 import pyarrow as pa
 import zmq
 
-from engine.operator import IDLE, Operator, StepContext
-from operators.streaming.items import TICK, UPDATES
-from operators.streaming.offsets import LogPosition
-from operators.streaming.protocol import (
+from strata.engine.operator import IDLE, Operator, StepContext
+from strata.operators.streaming.items import TICK, UPDATES
+from strata.operators.streaming.offsets import LogPosition
+from strata.operators.streaming.protocol import (
     EndRequest,
     HelloRequest,
     PingRequest,
     ProtocolError,
     parse_request,
 )
-from operators.streaming.setup import Setup
-from operators.streaming.windows import wall_ms
-from storage import (
+from strata.operators.streaming.setup import Setup
+from strata.operators.streaming.windows import wall_ms
+from strata.storage import (
     DEFAULT_MAX_LOG_BYTES,
     MAX_NODES,
     AppendResult,
@@ -104,7 +105,7 @@ class Refused:
     """Why a well-addressed batch is refused: its payload is bad, its seq is fine.
 
     The refusal takes the seq's place in the producer's order (the log records
-    it, :meth:`storage.UpdateLog.refuse`), so the producer's next batches are
+    it, :meth:`strata.storage.UpdateLog.refuse`), so the producer's next batches are
     logged, and a resend of it is refused again.
     """
 

@@ -9,7 +9,7 @@ scalars; never pickled), with a ``kind``:
            (``StreamingModel.to_arrays()``); sent once, before any update
 ``updates`` an update batch (``batch``), its first log ``offset`` and the wall
            ``arrival_ms`` (layer 1's input)
-``delta``  a :class:`~operators.streaming.delta.LayerDelta` (``delta``, wire form)
+``delta``  a :class:`~strata.operators.streaming.delta.LayerDelta` (wire form)
 ``tick``   the wall clock (``now_ms``) while a source idles: drives window caps
 =========  ===================================================================
 
@@ -18,12 +18,12 @@ shard key and :func:`fan_out` picks, for each target shard, a route value that t
 engine's stable hash sends exactly there.
 
 Vertex placement (:class:`Placement`) is hash placement from
-:mod:`partition.baselines` (``hash_parts``): shard ``s`` of a layer owns the vertices
-``v`` with ``hash(v) mod shards == s`` and aggregates their in-edges.
+:mod:`strata.partition.baselines` (``hash_parts``): shard ``s`` of a layer owns the
+vertices ``v`` with ``hash(v) mod shards == s`` and aggregates their in-edges.
 
 Examples:
     >>> items = fan_out({"kind": "tick", "now_ms": 5}, 3)
-    >>> from engine.sharding import shard_of
+    >>> from strata.engine.sharding import shard_of
     >>> [shard_of(route_key(item), 3) for item in items]
     [0, 1, 2]
     >>> Placement(2).owners(np.arange(6)).tolist()  # doctest: +SKIP
@@ -37,8 +37,8 @@ from typing import Any
 
 import numpy as np
 
-from engine.sharding import shard_of
-from partition.baselines import hash_parts
+from strata.engine.sharding import shard_of
+from strata.partition.baselines import hash_parts
 
 INIT, UPDATES, DELTA, TICK = "init", "updates", "delta", "tick"
 

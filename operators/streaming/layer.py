@@ -2,7 +2,7 @@
 
 The layer holds, for every node, its input ``f`` as last applied, whether it is
 *live* (has an input), the cached root ``R`` and the aggregator state over its live
-in-edges, plus its own copy of the topology (a :class:`~storage.DynamicGraph`).
+in-edges, plus its own copy of the topology (a :class:`~strata.storage.DynamicGraph`).
 :meth:`StreamingLayer.apply` is one *flush*: it applies a :class:`LayerDelta` (edge
 operations and new inputs) and returns the record for the next layer: the net
 topology diff plus the new outputs of every live vertex whose output may have
@@ -24,9 +24,9 @@ is vectorised: a flush costs a few numpy/torch calls whatever its size (pitfall 
 
 Examples:
     >>> import numpy as np, torch
-    >>> from storage import CSRGraph
-    >>> from operators.layers import SAGEConv
-    >>> from operators.streaming.rules import LayerRule
+    >>> from strata.storage import CSRGraph
+    >>> from strata.operators.layers import SAGEConv
+    >>> from strata.operators.streaming.rules import LayerRule
     >>> _ = torch.manual_seed(0)
     >>> layer = StreamingLayer(LayerRule.from_module(SAGEConv(3, 2)), last=True)
     >>> g = CSRGraph.from_edges(np.array([0, 1]), np.array([1, 2]), num_nodes=3)
@@ -43,17 +43,22 @@ from typing import Any
 
 import numpy as np
 
-from operators.streaming._kernels import READ_GCN, READ_MEAN, READ_SUM, read_linear
-from operators.streaming.aggregators import (
+from strata.operators.streaming._kernels import (
+    READ_GCN,
+    READ_MEAN,
+    READ_SUM,
+    read_linear,
+)
+from strata.operators.streaming.aggregators import (
     AGGREGATORS,
     AggState,
     Contribution,
     MaxAggregator,
 )
-from operators.streaming.delta import Int64Array, LayerDelta
-from operators.streaming.items import Placement
-from operators.streaming.rules import Float64Array, LayerRule
-from operators.streaming.topology import Topology
+from strata.operators.streaming.delta import Int64Array, LayerDelta
+from strata.operators.streaming.items import Placement
+from strata.operators.streaming.rules import Float64Array, LayerRule
+from strata.operators.streaming.topology import Topology
 
 _ACTIVATIONS = ("relu", "elu", "identity")
 
@@ -153,7 +158,7 @@ class StreamingLayer:
         """Start from a whole graph and inputs (one vectorised pass, like a forward).
 
         Args:
-            graph: A :class:`~storage.CSRGraph` (the topology at the start).
+            graph: A :class:`~strata.storage.CSRGraph` (the topology at the start).
             f: Layer inputs, one row per node (``[num_nodes, in_dim]``).
             live: Which nodes have an input (default: every row of ``f``).
         """

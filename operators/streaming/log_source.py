@@ -8,7 +8,7 @@ Before the first update it emits the ``init`` item of its :class:`Setup`, if giv
 * Replay (default): read what is committed now, then end.
 * ``follow=True``: keep reading as the log grows (another process, such as
   ``ZmqIngest``, writes it); while idle, emit ``tick`` items (window caps need the
-  clock) and yield :data:`engine.operator.IDLE` so checkpoints still happen; end
+  clock) and yield :data:`strata.engine.operator.IDLE` so checkpoints still happen; end
   after ``idle_timeout_s`` without data, or at ``until_offset``.
 
 It is ``Stateful``: the snapshot is the next offset to read (taken between items, so
@@ -19,7 +19,7 @@ checkpoint is durable (when it can take the log's writer lock).
 
 Examples:
     >>> import tempfile, numpy as np
-    >>> from storage import UpdateLog, edge_updates
+    >>> from strata.storage import UpdateLog, edge_updates
     >>> path = tempfile.mkdtemp() + "/log"
     >>> with UpdateLog(path) as log:
     ...     _ = log.append(edge_updates([0, 1], [1, 2], event_time=0))
@@ -39,12 +39,12 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from engine.operator import IDLE, Operator, StepContext
-from operators.streaming.items import TICK, UPDATES
-from operators.streaming.offsets import LogPosition
-from operators.streaming.setup import Setup
-from operators.streaming.windows import wall_ms
-from storage import LogError, UpdateLog
+from strata.engine.operator import IDLE, Operator, StepContext
+from strata.operators.streaming.items import TICK, UPDATES
+from strata.operators.streaming.offsets import LogPosition
+from strata.operators.streaming.setup import Setup
+from strata.operators.streaming.windows import wall_ms
+from strata.storage import LogError, UpdateLog
 
 
 class LogSource(LogPosition, Operator[None, dict[str, Any]]):

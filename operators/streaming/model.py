@@ -1,16 +1,16 @@
 """StreamingModel: a trained batch GNN as a stack of incremental layer rules.
 
-:meth:`StreamingModel.from_module` takes a trained :class:`~operators.layers.GCN`
-or :class:`~operators.layers.GraphSAGE` (mean, sum or max aggregation), a single
+:meth:`StreamingModel.from_module` takes a trained :class:`~strata.operators.layers.GCN`
+or :class:`~strata.operators.layers.GraphSAGE` (mean, sum or max aggregation), a single
 ``GCNConv``/``SAGEConv``, or any module with ``convs`` and ``act`` built from them,
-and copies its weights into float64 :class:`~operators.streaming.rules.LayerRule`
+and copies its weights into float64 :class:`~strata.operators.streaming.rules.LayerRule`
 objects. The result is plain data: :meth:`to_arrays` gives a dict of numpy arrays
 and scalars, so it crosses the process executor's wire and goes into checkpoints
 (no pickle, no torch module).
 
 Examples:
     >>> import torch
-    >>> from operators.layers import GraphSAGE
+    >>> from strata.operators.layers import GraphSAGE
     >>> _ = torch.manual_seed(0)
     >>> model = StreamingModel.from_module(GraphSAGE(8, 16, 4, num_layers=2))
     >>> model.num_layers, model.in_dim, model.out_dim, model.act
@@ -28,8 +28,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from operators.errors import OperatorError
-from operators.streaming.rules import LayerRule
+from strata.operators.errors import OperatorError
+from strata.operators.streaming.rules import LayerRule
 
 _ACTS = {F.relu: "relu", torch.relu: "relu", F.elu: "elu"}
 

@@ -1,10 +1,11 @@
 """The checkpointed position of a source that emits an update log's rows.
 
-Both sources of update batches, :class:`~operators.streaming.log_source.LogSource`
-(reads a log) and :class:`~operators.streaming.ingest.ZmqIngest` (writes one, then
-emits it), checkpoint the same two facts: the next log offset to emit and whether
-the ``init`` item went out. Each snapshot's offset is remembered so that, once the
-engine reports a checkpoint durable, the source can free log segments below it.
+Both sources of update batches,
+:class:`~strata.operators.streaming.log_source.LogSource` (reads a log) and
+:class:`~strata.operators.streaming.ingest.ZmqIngest` (writes one, then emits it),
+checkpoint the same two facts: the next log offset to emit and whether the ``init`` item
+went out. Each snapshot's offset is remembered so that, once the engine reports a
+checkpoint durable, the source can free log segments below it.
 
 Examples:
     >>> position = LogPosition(offset=0)
@@ -20,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from operators.streaming.setup import Setup, init_item
+from strata.operators.streaming.setup import Setup, init_item
 
 #: Snapshots whose offsets are remembered (checkpoints in flight at once).
 KEEP = 4

@@ -1,7 +1,7 @@
 """The ingestion wire protocol: typed requests, parsed from untrusted frames.
 
 A request is a list of frames (what a DEALER client sends to the
-:class:`~operators.streaming.ingest.IngestServer`'s ROUTER, less the peer id).
+:class:`~strata.operators.streaming.ingest.IngestServer`'s ROUTER, less the peer id).
 The first frame is a UTF-8 JSON object of at most :data:`MAX_HEADER_BYTES`
 bytes; its ``"type"`` (``"batch"`` when absent) says which request it is:
 
@@ -15,12 +15,12 @@ type       header fields                                               frames
 ``ping``   (none)                                                       1
 =========  ==========================================================  ======
 
-A batch's second frame is an Arrow IPC stream; this module does not decode it
-(the server does, then checks it with :func:`storage.validate_updates`). Any other
-header (bad UTF-8 or JSON, not an object, an unknown type or field, a field of the
-wrong type or out of range) or frame count raises :class:`ProtocolError`, and
-nothing else does, whatever the bytes: :func:`parse_request` is the one place
-untrusted header bytes are read.
+A batch's second frame is an Arrow IPC stream; this module does not decode it (the
+server does, then checks it with :func:`strata.storage.validate_updates`). Any other
+header (bad UTF-8 or JSON, not an object, an unknown type or field, a field of the wrong
+type or out of range) or frame count raises :class:`ProtocolError`, and nothing else
+does, whatever the bytes: :func:`parse_request` is the one place untrusted header bytes
+are read.
 
 Examples:
     >>> parse_request([b'{"producer": "p", "seq": 3}', b"<arrow>"])
@@ -45,10 +45,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeAlias
 
-from storage import format_error
+from strata.storage import format_error
 
-#: Largest ``seq`` (and ``first_seq``): the update log stores it as a signed
-#: 64-bit field (``storage.update_log._format``), so larger ones are refused here.
+#  Largest ``seq`` (and ``first_seq``): the update log stores it as a signed  64-bit
+# field (``strata.storage.update_log._format``), so larger ones are refused here.
 MAX_SEQ = (1 << 63) - 1
 #: Largest header frame, in bytes.
 MAX_HEADER_BYTES = 4096

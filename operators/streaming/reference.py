@@ -11,8 +11,8 @@
 
 Examples:
     >>> import numpy as np, torch
-    >>> from storage import CSRGraph
-    >>> from operators.layers import GraphSAGE
+    >>> from strata.storage import CSRGraph
+    >>> from strata.operators.layers import GraphSAGE
     >>> _ = torch.manual_seed(0)
     >>> g = CSRGraph.from_edges(np.array([0, 1, 2]), np.array([1, 2, 0]))
     >>> x = np.ones((3, 4), dtype=np.float32)
@@ -30,8 +30,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from operators.samplers.block import Block
-from storage import CSRGraph, DynamicGraph
+from strata.operators.samplers.block import Block
+from strata.storage import CSRGraph, DynamicGraph
 
 Int64Array = np.ndarray
 

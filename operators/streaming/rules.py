@@ -31,7 +31,7 @@ a feature change of ``u``. Loops are ignored by the GCN aggregation
 
 Examples:
     >>> import numpy as np, torch
-    >>> from operators.layers import SAGEConv
+    >>> from strata.operators.layers import SAGEConv
     >>> torch.manual_seed(0) is not None
     True
     >>> rule = LayerRule.from_module(SAGEConv(4, 2))
@@ -52,7 +52,7 @@ import numpy as np
 import numpy.typing as npt
 from torch import nn
 
-from operators.errors import OperatorError
+from strata.operators.errors import OperatorError
 
 Float64Array = npt.NDArray[np.float64]
 
@@ -114,7 +114,7 @@ class LayerRule:
         Raises:
             OperatorError: for another layer type or an unsupported option.
         """
-        from operators.layers import GCNConv, SAGEConv
+        from strata.operators.layers import GCNConv, SAGEConv
 
         if isinstance(conv, SAGEConv):
             if conv.aggr not in ("mean", "sum", "max"):

@@ -9,8 +9,8 @@ define their own (``jobs/stream_ingest.py`` generates a graph and trains a model
 
 Examples:
     >>> import numpy as np, torch
-    >>> from storage import CSRGraph
-    >>> from operators.layers import GraphSAGE
+    >>> from strata.storage import CSRGraph
+    >>> from strata.operators.layers import GraphSAGE
     >>> _ = torch.manual_seed(0)
     >>> g = CSRGraph.from_edges(np.array([0, 1]), np.array([1, 2]))
     >>> setup = StaticSetup(g, np.ones((3, 4), np.float32),
@@ -27,9 +27,9 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from operators.streaming.items import INIT
-from operators.streaming.model import StreamingModel
-from storage import CSRGraph
+from strata.operators.streaming.items import INIT
+from strata.operators.streaming.model import StreamingModel
+from strata.storage import CSRGraph
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -73,7 +73,7 @@ class StaticSetup:
 
 
 def init_item(data: InitData) -> dict[str, Any]:
-    """The ``init`` item of the first layer (see :mod:`operators.streaming.items`)."""
+    """The ``init`` item of layer 1 (:mod:`strata.operators.streaming.items`)."""
     n = max(data.graph.num_nodes, data.x.shape[0])
     live = np.ones(data.x.shape[0], np.bool_) if data.live is None else data.live
     return {

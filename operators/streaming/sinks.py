@@ -10,7 +10,7 @@ sink) and the offset watermark.
 
 * :meth:`EmbeddingSink.query` answers "what is node v's embedding now"; with a
   ``query_endpoint`` a running job answers it over loopback too (a ROUTER socket
-  polled between items; :func:`operators.streaming.client.query_embeddings`).
+  polled between items; :func:`strata.operators.streaming.client.query_embeddings`).
 * At the end it yields one summary dict; :func:`summarize_stream` turns it into the
   job's JSON outputs, and ``out_path`` (``.npy``) receives the whole table.
 
@@ -44,9 +44,9 @@ from typing import Any
 import numpy as np
 import zmq
 
-from engine.operator import Operator, StepContext
-from operators.streaming.items import DELTA, INIT
-from operators.streaming.windows import wall_ms
+from strata.engine.operator import Operator, StepContext
+from strata.operators.streaming.items import DELTA, INIT
+from strata.operators.streaming.windows import wall_ms
 
 _BINS = 60_001  # 1 ms latency bins up to 60 s, then one overflow bin
 _MAX_QUERY = 10_000  # nodes answered per query

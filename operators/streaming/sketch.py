@@ -1,13 +1,13 @@
 """A count-min sketch with exponential time decay: recent update rates per vertex.
 
-The :class:`~operators.streaming.windows.Adaptive` window needs, for every vertex, how
-often it was updated lately, without a counter per vertex of an unbounded id space.
-A count-min sketch (Cormode and Muthukrishnan, "An Improved Data Stream Summary: The
-Count-Min Sketch and its Applications", J. Algorithms 55(1), 2005) keeps ``depth``
+The :class:`~strata.operators.streaming.windows.Adaptive` window needs, for every
+vertex, how often it was updated lately, without a counter per vertex of an unbounded id
+space. A count-min sketch (Cormode and Muthukrishnan, "An Improved Data Stream Summary:
+The Count-Min Sketch and its Applications", J. Algorithms 55(1), 2005) keeps ``depth``
 rows of ``width`` counters; a key adds 1 to one counter per row (its hash) and its
-estimate is the row minimum, which never underestimates. Counters decay by
-``exp(-dt / horizon_ms)``, so an estimate is the number of recent updates weighted by
-age (D3-GNN's adaptive windows use the same idea, §2).
+estimate is the row minimum, which never underestimates. Counters decay by ``exp(-dt /
+horizon_ms)``, so an estimate is the number of recent updates weighted by age (D3-GNN's
+adaptive windows use the same idea, §2).
 
 Examples:
     >>> import numpy as np

@@ -1,7 +1,7 @@
 """Topology: one streaming layer's view of the graph, over a ``DynamicGraph``.
 
 A thin adapter that gives the flush algebra what it needs from
-:class:`storage.DynamicGraph` in its own terms:
+:class:`strata.storage.DynamicGraph` in its own terms:
 
 * :meth:`Topology.apply` applies ordered edge operations (``+k`` / ``-k`` copies)
   and returns the *net* change per ``(src, dst)`` pair, with deletes of absent
@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from storage import CSRGraph, DynamicGraph, UpdateArrays, UpdateKind
+from strata.storage import CSRGraph, DynamicGraph, UpdateArrays, UpdateKind
 
 Int64Array = np.ndarray
 

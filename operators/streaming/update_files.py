@@ -1,7 +1,7 @@
 """Update files: Parquet or CSV tables of graph updates, read into update batches.
 
 What ``strata ingest ENDPOINT FILE`` sends and ``jobs/stream_ingest.py`` replays.
-Columns (the ``storage.updates`` schema, relaxed for hand-written files):
+Columns (the ``strata.storage.updates`` schema, relaxed for hand-written files):
 
 * ``kind``: ``add_edge``, ``remove_edge``, ``add_node``, ``set_feature`` (names,
   any case) or their codes 0-3;
@@ -36,8 +36,8 @@ import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
-from operators.errors import OperatorError
-from storage import UpdateKind, update_schema
+from strata.operators.errors import OperatorError
+from strata.storage import UpdateKind, update_schema
 
 _WHERE = "read_update_file"
 _F_COLUMN = re.compile(r"f(\d+)\Z")

@@ -26,8 +26,8 @@ does not depend on grouping), which the tests check.
 
 Examples:
     >>> import numpy as np
-    >>> from storage import edge_updates
-    >>> from operators.streaming.delta import LayerDelta
+    >>> from strata.storage import edge_updates
+    >>> from strata.operators.streaming.delta import LayerDelta
     >>> def adds(src, dst):
     ...     return LayerDelta.from_updates(edge_updates(src, dst, event_time=0))
     >>> buf = WindowBuffer(Count(3))
@@ -47,8 +47,8 @@ from typing import Any
 
 import numpy as np
 
-from operators.streaming.delta import Int64Array, LayerDelta
-from operators.streaming.sketch import DecayedCountMin
+from strata.operators.streaming.delta import Int64Array, LayerDelta
+from strata.operators.streaming.sketch import DecayedCountMin
 
 _NEVER = np.iinfo(np.int64).max
 

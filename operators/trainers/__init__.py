@@ -2,24 +2,29 @@
 
 * :class:`FullGraphTrainer`: the whole graph per epoch (Kipf & Welling's procedure).
 * :class:`SampledTrainer`: mini-batches of sampled blocks, features gathered from a
-  :class:`~storage.FeatureStore` by a background prefetch thread.
+  :class:`~strata.storage.FeatureStore` by a background prefetch thread.
 * Configuration: :class:`TrainConfig`, :class:`ModelConfig`, :class:`SamplingConfig`,
   :class:`Monitor`, :class:`DecayScope`, :class:`EvalMode`.
 * Records: :class:`EpochRecord`, :class:`TrainResult`; data: :class:`TrainingData`.
 
 Both trainers emit one record per epoch on port ``epochs`` and the result on port
-``result`` (see :mod:`operators.trainers.base`).
+``result`` (see :mod:`strata.operators.trainers.base`).
 """
 
-from operators.trainers.base import Trainer
-from operators.trainers.config import DecayScope, ModelConfig, Monitor, TrainConfig
-from operators.trainers.data import TrainingData, as_training_data
-from operators.trainers.early_stopping import EarlyStopping
-from operators.trainers.full_graph import FullGraphTrainer
-from operators.trainers.inference import layerwise_inference
-from operators.trainers.prefetch import Prefetcher, epoch_order
-from operators.trainers.records import TIMING_KEYS, EpochRecord, TrainResult
-from operators.trainers.sampled import EvalMode, SampledTrainer, SamplingConfig
+from strata.operators.trainers.base import Trainer
+from strata.operators.trainers.config import (
+    DecayScope,
+    ModelConfig,
+    Monitor,
+    TrainConfig,
+)
+from strata.operators.trainers.data import TrainingData, as_training_data
+from strata.operators.trainers.early_stopping import EarlyStopping
+from strata.operators.trainers.full_graph import FullGraphTrainer
+from strata.operators.trainers.inference import layerwise_inference
+from strata.operators.trainers.prefetch import Prefetcher, epoch_order
+from strata.operators.trainers.records import TIMING_KEYS, EpochRecord, TrainResult
+from strata.operators.trainers.sampled import EvalMode, SampledTrainer, SamplingConfig
 
 __all__ = [
     "TIMING_KEYS",

@@ -1,8 +1,9 @@
 """The epoch loop shared by every single-device trainer, as a streaming step.
 
-A :class:`Trainer` is an :class:`~engine.Operator` with two output ports:
+A :class:`Trainer` is an :class:`~strata.engine.Operator` with two output ports:
 
-* ``epochs``: one :class:`~operators.trainers.records.EpochRecord` dict per epoch,
+* ``epochs``: one :class:`~strata.operators.trainers.records.EpochRecord` dict per
+  epoch,
   emitted as the epoch ends (a resumed run first emits the records of the epochs
   its checkpoint holds, so the port always carries the whole run's epochs, the
   same list an uninterrupted run emits). The engine counts them as the step's
@@ -11,11 +12,13 @@ A :class:`Trainer` is an :class:`~engine.Operator` with two output ports:
   it, like every bar), and the step's report counters add ``epochs``, ``seeds``,
   ``batches``, ``train_s``, ``eval_s`` and, for sampled training, ``sample_s``,
   ``gather_s`` and ``stall_s``;
-* ``result``: one :class:`~operators.trainers.records.TrainResult` dict at the end.
+* ``result``: one :class:`~strata.operators.trainers.records.TrainResult` dict at
+  the end.
 
-Its input is the training data (see :func:`~operators.trainers.data.as_training_data`;
-usually the payload of a dataset step). Outside a pipeline, :meth:`Trainer.fit` runs
-the same loop and returns the result.
+Its input is the training data (see
+:func:`~strata.operators.trainers.data.as_training_data`; usually the payload of a
+dataset step). Outside a pipeline, :meth:`Trainer.fit` runs the same loop and returns
+the result.
 
 One run: validate the data; seed torch (inside ``torch.random.fork_rng``, so the
 caller's random state is left as it was); build the model and Adam; resume from a
@@ -53,20 +56,25 @@ import torch
 import torch._dynamo  # see below
 import torch.nn.functional as F
 
-from engine import Emit, Operator, StepContext
-from operators.errors import OperatorError
-from operators.layers import BasicGNN
-from operators.trainers.checkpoint import (
+from strata.engine import Emit, Operator, StepContext
+from strata.operators.errors import OperatorError
+from strata.operators.layers import BasicGNN
+from strata.operators.trainers.checkpoint import (
     checkpoint_path,
     load_checkpoint,
     rng_state,
     save_checkpoint,
     set_rng_state,
 )
-from operators.trainers.config import DecayScope, Monitor, TrainConfig, resolve_device
-from operators.trainers.data import SPLITS, TrainingData, as_training_data
-from operators.trainers.early_stopping import EarlyStopping
-from operators.trainers.records import EpochRecord, TrainResult
+from strata.operators.trainers.config import (
+    DecayScope,
+    Monitor,
+    TrainConfig,
+    resolve_device,
+)
+from strata.operators.trainers.data import SPLITS, TrainingData, as_training_data
+from strata.operators.trainers.early_stopping import EarlyStopping
+from strata.operators.trainers.records import EpochRecord, TrainResult
 
 # torch.optim imports torch._dynamo at the first optimizer it builds, which takes
 # seconds. Importing it with this module moves that cost to import time, where the

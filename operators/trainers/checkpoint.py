@@ -28,7 +28,7 @@ from typing import Any
 
 import torch
 
-from operators.errors import OperatorError
+from strata.operators.errors import OperatorError
 
 FORMAT_VERSION = 1
 

@@ -1,7 +1,7 @@
 """Frozen configurations of a GNN model and of a training run.
 
-:class:`ModelConfig` names a model of :data:`operators.layers.MODELS` and its sizes;
-:class:`TrainConfig` holds the optimiser, the epoch loop, early stopping and
+:class:`ModelConfig` names a model of :data:`strata.operators.layers.MODELS` and its
+sizes; :class:`TrainConfig` holds the optimiser, the epoch loop, early stopping and
 checkpointing. Both validate on construction, so a bad setting fails when the job is
 built, not after the data loaded.
 
@@ -27,7 +27,8 @@ Examples:
     >>> TrainConfig(ModelConfig("gcn"), lr=-1.0)  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
-    operators.errors.OperatorError: lr in TrainConfig: expected lr >= 0, got -1.0.
+    strata.operators.errors.OperatorError: lr in TrainConfig: expected lr >= 0, \
+got -1.0.
 """
 
 from __future__ import annotations
@@ -40,8 +41,8 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from operators.errors import OperatorError
-from operators.layers import MODELS, BasicGNN
+from strata.operators.errors import OperatorError
+from strata.operators.layers import MODELS, BasicGNN
 
 #: Activations a model may use between layers.
 ACTIVATIONS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
@@ -84,7 +85,8 @@ class ModelConfig:
     """Which GNN to build, and its sizes.
 
     Attributes:
-        name: a key of :data:`operators.layers.MODELS` (``gcn``, ``sage``, ``gat``,
+        name: a key of :data:`strata.operators.layers.MODELS` (``gcn``, ``sage``,
+            ``gat``,
             ``gin``).
         hidden: width of every hidden layer (per head for GAT).
         num_layers: message-passing layers.

@@ -8,13 +8,13 @@ with a clear message instead of an index error deep inside a layer:
 * a training mask with no node (or masks of the wrong length or dtype).
 
 Trainers accept, through :func:`as_training_data`, a :class:`TrainingData`, a
-:class:`~storage.GraphDataset`, a dataset payload of
-:mod:`operators.io.datasets` (what dataset steps send between processes), or the
+:class:`~strata.storage.GraphDataset`, a dataset payload of
+:mod:`strata.operators.io.datasets` (what dataset steps send between processes), or the
 path of a dataset directory (opened memory-mapped, features behind an
-:class:`~storage.ArrowFeatureStore`).
+:class:`~strata.storage.ArrowFeatureStore`).
 
 Examples:
-    >>> from storage import load_planetoid
+    >>> from strata.storage import load_planetoid
     >>> data = as_training_data(load_planetoid("cora"), "example")
     >>> data.num_nodes, data.num_features, data.num_classes, int(data.train_ids.numel())
     (2708, 1433, 7, 140)
@@ -30,9 +30,9 @@ from typing import Any
 import numpy as np
 import torch
 
-from operators.errors import OperatorError
-from operators.io.datasets import dataset_from_payload
-from storage import (
+from strata.operators.errors import OperatorError
+from strata.operators.io.datasets import dataset_from_payload
+from strata.storage import (
     ArrowFeatureStore,
     CSRGraph,
     FeatureStore,

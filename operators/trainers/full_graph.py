@@ -7,8 +7,8 @@ training procedure, and, being in-memory, single-process and deterministic on CP
 it is the exactness oracle for partition-parallel full-graph training.
 
 Examples:
-    >>> from storage import load_planetoid
-    >>> from operators.trainers import ModelConfig, TrainConfig
+    >>> from strata.storage import load_planetoid
+    >>> from strata.operators.trainers import ModelConfig, TrainConfig
     >>> config = TrainConfig(ModelConfig("gcn", hidden=16), epochs=2, device="cpu")
     >>> result = FullGraphTrainer(config).fit(load_planetoid("cora"))
     >>> result.epochs_run, 0.0 <= result.test_accuracy <= 1.0
@@ -28,10 +28,15 @@ from collections.abc import Mapping
 import torch
 import torch.nn.functional as F
 
-from operators.kernels import DeviceGraph, as_device_graph
-from operators.layers import BasicGNN
-from operators.trainers.base import EpochStats, SplitMetrics, Trainer, split_metrics
-from operators.trainers.data import FEATURES, SPLITS, TrainingData
+from strata.operators.kernels import DeviceGraph, as_device_graph
+from strata.operators.layers import BasicGNN
+from strata.operators.trainers.base import (
+    EpochStats,
+    SplitMetrics,
+    Trainer,
+    split_metrics,
+)
+from strata.operators.trainers.data import FEATURES, SPLITS, TrainingData
 
 __all__ = ["FullGraphTrainer"]
 

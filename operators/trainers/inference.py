@@ -14,8 +14,8 @@ its layer-wise outputs differ from the full-graph GCN's.
 
 Examples:
     >>> import numpy as np, torch
-    >>> from storage import InMemoryFeatureStore, Key, sbm
-    >>> from operators.layers import GraphSAGE
+    >>> from strata.storage import InMemoryFeatureStore, Key, sbm
+    >>> from strata.operators.layers import GraphSAGE
     >>> g, _ = sbm(60, 3, avg_degree=4, seed=0)
     >>> x = torch.randn(60, 8)
     >>> store = InMemoryFeatureStore({Key("node", "x"): x})
@@ -30,9 +30,9 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from operators.layers import BasicGNN
-from operators.samplers import NeighborSampler, SamplerConfig
-from storage import CSRGraph, FeatureStore, Key
+from strata.operators.layers import BasicGNN
+from strata.operators.samplers import NeighborSampler, SamplerConfig
+from strata.storage import CSRGraph, FeatureStore, Key
 
 
 @torch.no_grad()
@@ -48,7 +48,8 @@ def layerwise_inference(
     """Compute ``model``'s output for every node of ``graph``, one layer at a time.
 
     Args:
-        model: a model of :mod:`operators.layers` (its ``convs`` and ``act``); put
+        model: a model of :mod:`strata.operators.layers` (its ``convs`` and
+            ``act``); put
             it in eval mode first (dropout is applied as the model's mode says).
         graph: the full graph.
         features: the store holding the input features under ``key``.

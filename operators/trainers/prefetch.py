@@ -31,7 +31,7 @@ from typing import Any, Generic, TypeVar
 
 import numpy as np
 
-from operators.samplers.rng import hash3
+from strata.operators.samplers.rng import hash3
 
 T = TypeVar("T")
 _POLL_S = 0.1

@@ -1,29 +1,30 @@
 """Sampled (mini-batch) training on one device, fed by a background prefetcher.
 
 Each epoch shuffles the training nodes with the keyed order of
-:func:`~operators.trainers.prefetch.epoch_order` and cuts them into batches of
-``batch_size`` seeds. For every batch a :class:`~operators.trainers.prefetch.Prefetcher`
-thread samples the blocks (:class:`~operators.samplers.NeighborSampler`, keyed by
-``(seed, epoch, batch)``), gathers the input rows from the
-:class:`~storage.FeatureStore` (in memory, or an Arrow dataset directory, memory
-mapped) into pinned memory when training on CUDA, and queues the batch; the training
-loop only pops, so sampling and gathering overlap the model's steps. The next
-epoch's prefetcher starts as soon as the current epoch's last batch is taken, so it
-also overlaps evaluation. Everything random is keyed by the seed and the epoch, so
-a run is reproducible and resumable at any epoch boundary.
+:func:`~strata.operators.trainers.prefetch.epoch_order` and cuts them into batches of
+``batch_size`` seeds. For every batch a
+:class:`~strata.operators.trainers.prefetch.Prefetcher` thread samples the blocks
+(:class:`~strata.operators.samplers.NeighborSampler`, keyed by ``(seed, epoch,
+batch)``), gathers the input rows from the :class:`~strata.storage.FeatureStore` (in
+memory, or an Arrow dataset directory, memory mapped) into pinned memory when training
+on CUDA, and queues the batch; the training loop only pops, so sampling and gathering
+overlap the model's steps. The next epoch's prefetcher starts as soon as the current
+epoch's last batch is taken, so it also overlaps evaluation. Everything random is keyed
+by the seed and the epoch, so a run is reproducible and resumable at any epoch boundary.
 
 Evaluation (:class:`EvalMode`):
 
 * ``LAYERWISE`` (default): exact outputs for every node by layer-wise
-  full-neighbour inference (:func:`~operators.trainers.inference.layerwise_inference`);
-  for GraphSAGE, GAT and GIN this equals a full-graph forward pass.
+  full-neighbour inference
+  (:func:`~strata.operators.trainers.inference.layerwise_inference`); for GraphSAGE, GAT
+  and GIN this equals a full-graph forward pass.
 * ``SAMPLED``: each split's nodes through sampled blocks with the training
   fan-outs, under a fixed evaluation key (the same neighbourhoods every epoch).
   Cheaper on large graphs when the splits are small; noisier.
 
 Examples:
-    >>> from operators.io.datasets import community_dataset
-    >>> from operators.trainers import ModelConfig
+    >>> from strata.operators.io.datasets import community_dataset
+    >>> from strata.operators.trainers import ModelConfig
     >>> data = community_dataset(1000, 4, num_features=8, seed=0)
     >>> config = TrainConfig(ModelConfig("sage", hidden=16), epochs=2, device="cpu")
     >>> sampling = SamplingConfig(fanouts=(5, 5), batch_size=64)
@@ -46,14 +47,24 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from operators.errors import OperatorError
-from operators.layers import BasicGNN
-from operators.samplers import Block, NeighborSampler, SamplerConfig, check_fanouts
-from operators.trainers.base import EpochStats, SplitMetrics, Trainer, split_metrics
-from operators.trainers.config import TrainConfig
-from operators.trainers.data import FEATURES, TrainingData
-from operators.trainers.inference import layerwise_inference
-from operators.trainers.prefetch import Prefetcher, epoch_order
+from strata.operators.errors import OperatorError
+from strata.operators.layers import BasicGNN
+from strata.operators.samplers import (
+    Block,
+    NeighborSampler,
+    SamplerConfig,
+    check_fanouts,
+)
+from strata.operators.trainers.base import (
+    EpochStats,
+    SplitMetrics,
+    Trainer,
+    split_metrics,
+)
+from strata.operators.trainers.config import TrainConfig
+from strata.operators.trainers.data import FEATURES, TrainingData
+from strata.operators.trainers.inference import layerwise_inference
+from strata.operators.trainers.prefetch import Prefetcher, epoch_order
 
 __all__ = ["EvalMode", "SampledTrainer", "SamplingConfig"]
 
@@ -75,7 +86,7 @@ class SamplingConfig:
 
     Attributes:
         fanouts: per-layer fan-outs in layer order (``fanouts[-1]`` is the seeds'
-            layer, as :class:`~operators.samplers.SamplerConfig`); one per model
+            layer, as :class:`~strata.operators.samplers.SamplerConfig`); one per model
             layer, ``-1`` for every in-neighbour.
         batch_size: seed nodes per batch (the last batch may be smaller).
         replace: sample with replacement.

@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
-from storage.errors import DatasetError
+from strata.storage.errors import DatasetError
 
 SUPPORTED_KINDS = "biuf"  # bool, signed, unsigned, float; plus "U" strings
 _COLUMN = "values"

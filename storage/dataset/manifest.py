@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from storage.errors import DatasetError
+from strata.storage.errors import DatasetError
 
 FORMAT = "strata-dataset"
 FORMAT_VERSION = 1
@@ -213,7 +213,7 @@ def read_manifest(directory: str | Path) -> Manifest:
         >>> read_manifest(tempfile.mkdtemp())  # doctest: +ELLIPSIS
         Traceback (most recent call last):
         ...
-        storage.errors.DatasetError: .../manifest.json in open_dataset: expected ...
+        strata.storage.errors.DatasetError: .../manifest.json in open_dataset: ...
     """
     path = Path(directory) / MANIFEST
     if Path(directory).exists() and not Path(directory).is_dir():

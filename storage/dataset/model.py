@@ -1,15 +1,14 @@
 """The in-memory shape of a dataset: a graph plus named node and edge arrays.
 
 A :class:`GraphDataset` is what loaders, generators and graph specs return and what
-:func:`storage.dataset.save_dataset` writes. Node arrays have one row per node and edge
-arrays one row per edge *in CSR order* (aligned with ``graph.indices``). The
-conventional node array names are ``x`` (features), ``y`` (labels) and
-``train_mask`` / ``val_mask`` / ``test_mask``; any other name matching
-``[A-Za-z0-9_.-]+`` is allowed.
+:func:`strata.storage.dataset.save_dataset` writes. Node arrays have one row per node
+and edge arrays one row per edge *in CSR order* (aligned with ``graph.indices``). The
+conventional node array names are ``x`` (features), ``y`` (labels) and ``train_mask`` /
+``val_mask`` / ``test_mask``; any other name matching ``[A-Za-z0-9_.-]+`` is allowed.
 
 Examples:
     >>> import numpy as np
-    >>> from storage.csr import CSRGraph
+    >>> from strata.storage.csr import CSRGraph
     >>> g = CSRGraph.from_edges(np.array([0, 1]), np.array([1, 2]))
     >>> ds = GraphDataset(g, node_data={"y": np.array([0, 1, 1])}, name="path")
     >>> ds.num_classes, ds.x is None
@@ -17,7 +16,7 @@ Examples:
     >>> GraphDataset(g, node_data={"y": np.array([0, 1])})  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
-    storage.errors.DatasetError: node_data['y'] in GraphDataset: expected 3 rows ...
+    strata.storage.errors.DatasetError: node_data['y'] in GraphDataset: expected ...
 """
 
 from __future__ import annotations
@@ -29,8 +28,8 @@ from typing import Any
 
 import numpy as np
 
-from storage.csr import CSRGraph
-from storage.errors import DatasetError
+from strata.storage.csr import CSRGraph
+from strata.storage.errors import DatasetError
 
 NAME_PATTERN = re.compile(r"[A-Za-z0-9_.\-]+")
 JSONValue = Any  # JSON-serialisable metadata (str, numbers, bools, lists, dicts)

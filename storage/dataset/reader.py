@@ -7,9 +7,9 @@ SHA-256 checksums (reads every byte, so it is opt-in). Every failure is a
 
 Examples:
     >>> import tempfile, numpy as np
-    >>> from storage.csr import CSRGraph
-    >>> from storage.dataset.model import GraphDataset
-    >>> from storage.dataset.writer import save_arrays, save_dataset
+    >>> from strata.storage.csr import CSRGraph
+    >>> from strata.storage.dataset.model import GraphDataset
+    >>> from strata.storage.dataset.writer import save_arrays, save_dataset
     >>> d = tempfile.mkdtemp()
     >>> g = CSRGraph.from_edges(np.array([0, 1]), np.array([1, 2]))
     >>> _ = save_dataset(GraphDataset(g, {"y": np.array([0, 1, 0])}, name="p"), d)
@@ -29,11 +29,11 @@ from typing import TypeVar
 
 import numpy as np
 
-from storage.csr import CSRGraph
-from storage.dataset.codec import file_sha256, read_array
-from storage.dataset.manifest import ArrayEntry, Manifest, read_manifest
-from storage.dataset.model import GraphDataset
-from storage.errors import DatasetError, GraphError
+from strata.storage.csr import CSRGraph
+from strata.storage.dataset.codec import file_sha256, read_array
+from strata.storage.dataset.manifest import ArrayEntry, Manifest, read_manifest
+from strata.storage.dataset.model import GraphDataset
+from strata.storage.errors import DatasetError, GraphError
 
 T = TypeVar("T")
 _RETRIES = 3  # a concurrent writer may replace the manifest while we open files

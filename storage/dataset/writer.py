@@ -17,8 +17,8 @@ mapped file is safe on POSIX).
 
 Examples:
     >>> import tempfile, numpy as np
-    >>> from storage.csr import CSRGraph
-    >>> from storage.dataset.model import GraphDataset
+    >>> from strata.storage.csr import CSRGraph
+    >>> from strata.storage.dataset.model import GraphDataset
     >>> g = CSRGraph.from_edges(np.array([0, 1]), np.array([1, 2]))
     >>> d = tempfile.mkdtemp()
     >>> save_dataset(GraphDataset(g, {"x": np.ones((3, 2), np.float32)}), d).version
@@ -43,9 +43,9 @@ from typing import Any
 
 import numpy as np
 
-from storage._checks import describe_nonfinite, first_nonfinite
-from storage.dataset.codec import dtype_name, fsync_path, write_array
-from storage.dataset.manifest import (
+from strata.storage._checks import describe_nonfinite, first_nonfinite
+from strata.storage.dataset.codec import dtype_name, fsync_path, write_array
+from strata.storage.dataset.manifest import (
     MANIFEST,
     TABLES,
     ArrayEntry,
@@ -55,8 +55,8 @@ from storage.dataset.manifest import (
     empty_manifest,
     read_manifest,
 )
-from storage.dataset.model import GraphDataset, check_name
-from storage.errors import DatasetError, FeatureError
+from strata.storage.dataset.model import GraphDataset, check_name
+from strata.storage.errors import DatasetError, FeatureError
 
 LOCK = ".lock"
 _DATA_FILE = re.compile(r".+\.v\d+-[0-9a-f]{8}\.arrow")
@@ -173,7 +173,7 @@ def _transaction(directory: str | Path, where: str) -> Iterator[_Transaction]:
 def check_finite(
     array: np.ndarray, subject: str, where: str, allow_nonfinite: bool
 ) -> None:
-    """Apply the non-finite policy (``storage._checks``) to one array."""
+    """Apply the non-finite policy (``strata.storage._checks``) to one array."""
     if allow_nonfinite:
         return
     index = first_nonfinite(array)

@@ -6,7 +6,7 @@ because streaming layers keep their own per-layer inputs and a topology-only str
 needs no features; both apply the same update batches.
 """
 
-from storage.dynamic.features import NodeFeatureTable
-from storage.dynamic.graph import ApplyReport, CompactionPolicy, DynamicGraph
+from strata.storage.dynamic.features import NodeFeatureTable
+from strata.storage.dynamic.graph import ApplyReport, CompactionPolicy, DynamicGraph
 
 __all__ = ["ApplyReport", "CompactionPolicy", "DynamicGraph", "NodeFeatureTable"]

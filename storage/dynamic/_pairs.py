@@ -3,7 +3,7 @@
 A pair ``(high, low)`` of node ids below 2**31 packs into ``high << 32 | low``; sorting
 keys sorts by ``high`` then ``low``, so all pairs of one ``high`` node form one
 contiguous range. :class:`PairCounts` keeps sorted unique keys with a nonzero count
-each; it is the delta of :class:`~storage.dynamic.graph.DynamicGraph`.
+each; it is the delta of :class:`~strata.storage.dynamic.graph.DynamicGraph`.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from storage._types import IndexArray, Int64Array
+from strata.storage._types import IndexArray, Int64Array
 
 SHIFT = np.int64(32)
 LOW = np.int64((1 << 32) - 1)

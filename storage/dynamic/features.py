@@ -7,7 +7,7 @@ doubling, so a stream of new nodes costs amortised O(1) per row.
 
 Examples:
     >>> import numpy as np
-    >>> from storage.updates import feature_updates
+    >>> from strata.storage.updates import feature_updates
     >>> table = NodeFeatureTable(feature_dim=2)
     >>> table.apply(feature_updates(np.array([3, 1, 3]),
     ...                             np.array([[1, 1], [2, 2], [5, 5]]), event_time=0))
@@ -24,9 +24,9 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
-from storage._types import BoolArray, IndexArray
-from storage.errors import FeatureError
-from storage.updates import MAX_NODES, UpdateArrays, UpdateKind, decode_updates
+from strata.storage._types import BoolArray, IndexArray
+from strata.storage.errors import FeatureError
+from strata.storage.updates import MAX_NODES, UpdateArrays, UpdateKind, decode_updates
 
 Float32Matrix = npt.NDArray[np.float32]
 
@@ -123,7 +123,7 @@ class NodeFeatureTable:
         """Apply a batch's ``set_feature`` rows; return how many there were.
 
         Other rows only grow the table to cover their node ids (``add_node``) so it
-        stays aligned with a :class:`~storage.dynamic.graph.DynamicGraph` fed the
+        stays aligned with a :class:`~strata.storage.dynamic.graph.DynamicGraph` fed the
         same batches; edge rows are ignored.
         """
         arrays = decode_updates(batch) if isinstance(batch, pa.RecordBatch) else batch

@@ -20,8 +20,8 @@ merges cheap while amortising the rebuild over many updates.
 
 Examples:
     >>> import numpy as np
-    >>> from storage.updates import edge_updates
-    >>> from storage.csr import CSRGraph
+    >>> from strata.storage.updates import edge_updates
+    >>> from strata.storage.csr import CSRGraph
     >>> g = DynamicGraph(CSRGraph.from_edges(np.array([0, 1]), np.array([1, 2])))
     >>> report = g.apply(edge_updates(np.array([0, 2]), np.array([1, 0]), event_time=0))
     >>> g.out_neighbors(0).tolist(), g.in_neighbors(0).tolist()
@@ -41,12 +41,12 @@ import numba
 import numpy as np
 import pyarrow as pa
 
-from storage._types import IndexArray, Int64Array
-from storage.csr import CSRGraph
-from storage.dynamic import _pairs as pairs
-from storage.dynamic._pairs import PairCounts
-from storage.errors import GraphError
-from storage.updates import MAX_NODES, UpdateArrays, UpdateKind, decode_updates
+from strata.storage._types import IndexArray, Int64Array
+from strata.storage.csr import CSRGraph
+from strata.storage.dynamic import _pairs as pairs
+from strata.storage.dynamic._pairs import PairCounts
+from strata.storage.errors import GraphError
+from strata.storage.updates import MAX_NODES, UpdateArrays, UpdateKind, decode_updates
 
 _STATE_KEYS = (
     "num_nodes",
@@ -131,7 +131,8 @@ class DynamicGraph:
         policy: when to compact automatically.
 
     Raises:
-        GraphError: when there would be more than ``storage.updates.MAX_NODES`` nodes.
+        GraphError: when there would be more than
+            ``strata.storage.updates.MAX_NODES`` nodes.
     """
 
     def __init__(
@@ -238,10 +239,11 @@ class DynamicGraph:
         """Apply an update batch in row order (vectorised).
 
         ``set_feature`` rows only make their node exist; feature values belong to a
-        :class:`~storage.dynamic.features.NodeFeatureTable`.
+        :class:`~strata.storage.dynamic.features.NodeFeatureTable`.
 
         Args:
-            batch: a batch in the ``storage.updates`` schema, or its decoded arrays.
+            batch: a batch in the ``strata.storage.updates`` schema, or its
+                decoded arrays.
 
         Returns:
             What changed.

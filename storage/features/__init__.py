@@ -6,10 +6,10 @@
 * :func:`gather_rows` / :func:`validate_ids`: the parallel gather kernel and id checks.
 """
 
-from storage.features.arrow import ArrowFeatureStore
-from storage.features.gather import alloc_rows, gather_rows, validate_ids
-from storage.features.memory import InMemoryFeatureStore
-from storage.features.store import FeatureSchema, FeatureStore, Key
+from strata.storage.features.arrow import ArrowFeatureStore
+from strata.storage.features.gather import alloc_rows, gather_rows, validate_ids
+from strata.storage.features.memory import InMemoryFeatureStore
+from strata.storage.features.store import FeatureSchema, FeatureStore, Key
 
 __all__ = [
     "ArrowFeatureStore",

@@ -1,10 +1,10 @@
 """The Arrow-backed :class:`FeatureStore` over a dataset directory.
 
-Keys are ``Key("node", attr)`` and ``Key("edge", attr)``: the columns of the
-dataset's ``node`` and ``edge`` tables. Files are memory-mapped when first used;
-``put`` writes a new column file and swaps the manifest atomically
-(:func:`storage.dataset.save_columns`), so a failed ``put`` leaves the stored data
-as it was.
+Keys are ``Key("node", attr)`` and ``Key("edge", attr)``: the columns of the dataset's
+``node`` and ``edge`` tables. Files are memory-mapped when first used; ``put`` writes a
+new column file and swaps the manifest atomically
+(:func:`strata.storage.dataset.save_columns`), so a failed ``put`` leaves the stored
+data as it was.
 
 Gathers read rows in one of two ways (``access``):
 
@@ -16,8 +16,8 @@ Gathers read rows in one of two ways (``access``):
 
 Examples:
     >>> import tempfile, numpy as np
-    >>> from storage.csr import CSRGraph
-    >>> from storage.dataset import GraphDataset, save_dataset
+    >>> from strata.storage.csr import CSRGraph
+    >>> from strata.storage.dataset import GraphDataset, save_dataset
     >>> d = tempfile.mkdtemp()
     >>> g = CSRGraph.from_edges(np.array([0, 1]), np.array([1, 2]))
     >>> x = np.arange(6, dtype=np.float32).reshape(3, 2)
@@ -39,18 +39,18 @@ from typing import Literal
 import numpy as np
 import torch
 
-from storage.csr import as_tensor
-from storage.dataset.codec import MappedArray, file_sha256, map_array
-from storage.dataset.manifest import TABLES, ArrayEntry, Manifest, read_manifest
-from storage.dataset.writer import save_columns
-from storage.errors import DatasetError, FeatureError
-from storage.features.gather import (
+from strata.storage.csr import as_tensor
+from strata.storage.dataset.codec import MappedArray, file_sha256, map_array
+from strata.storage.dataset.manifest import TABLES, ArrayEntry, Manifest, read_manifest
+from strata.storage.dataset.writer import save_columns
+from strata.storage.errors import DatasetError, FeatureError
+from strata.storage.features.gather import (
     gather_rows,
     pread_available,
     pread_rows,
     torch_dtype_of,
 )
-from storage.features.store import FeatureSchema, FeatureStore, Key
+from strata.storage.features.store import FeatureSchema, FeatureStore, Key
 
 Access = Literal["pread", "mmap"]
 

@@ -24,7 +24,7 @@ Examples:
     >>> validate_ids([4], num_rows=4, where="example")
     Traceback (most recent call last):
     ...
-    storage.errors.FeatureError: ids in example: expected ids < 4 (the number of rows), got 4 at position 0. Hint: ids index rows of the table
+    strata.storage.errors.FeatureError: ids in example: expected ids < 4 (the number of rows), got 4 at position 0. Hint: ids index rows of the table
 """  # noqa: E501
 
 from __future__ import annotations
@@ -38,8 +38,8 @@ import numba
 import numpy as np
 import torch
 
-from storage.csr import as_tensor
-from storage.errors import FeatureError
+from strata.storage.csr import as_tensor
+from strata.storage.errors import FeatureError
 
 IdsLike = torch.Tensor | np.ndarray | Sequence[int]
 # Below this many bytes, starting threads costs more than the copy.

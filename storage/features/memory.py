@@ -17,9 +17,9 @@ from collections.abc import Mapping
 import numpy as np
 import torch
 
-from storage.csr import as_tensor
-from storage.features.gather import gather_rows, torch_dtype_of
-from storage.features.store import FeatureSchema, FeatureStore, Key, KeyLike
+from strata.storage.csr import as_tensor
+from strata.storage.features.gather import gather_rows, torch_dtype_of
+from strata.storage.features.store import FeatureSchema, FeatureStore, Key, KeyLike
 
 
 class InMemoryFeatureStore(FeatureStore):

@@ -22,9 +22,9 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from storage._checks import describe_nonfinite, first_nonfinite
-from storage.errors import FeatureError
-from storage.features.gather import IdsLike, alloc_rows, validate_ids
+from strata.storage._checks import describe_nonfinite, first_nonfinite
+from strata.storage.errors import FeatureError
+from strata.storage.features.gather import IdsLike, alloc_rows, validate_ids
 
 SUPPORTED_DTYPES = (
     torch.float16,
@@ -115,7 +115,7 @@ class FeatureStore(abc.ABC):
 
     Examples:
         >>> import torch
-        >>> from storage.features import InMemoryFeatureStore
+        >>> from strata.storage.features import InMemoryFeatureStore
         >>> store = InMemoryFeatureStore()
         >>> store.put(Key("node", "x"), torch.arange(6.0).reshape(3, 2))
         >>> store.get(("node", "x"), torch.tensor([2, 0]))

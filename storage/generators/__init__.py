@@ -10,15 +10,15 @@
 Every generator is deterministic given its ``seed``, on any thread count.
 """
 
-from storage.generators.features import community_features, split_masks
-from storage.generators.rgg import random_geometric
-from storage.generators.rmat import (
+from strata.storage.generators.features import community_features, split_masks
+from strata.storage.generators.rgg import random_geometric
+from strata.storage.generators.rmat import (
     GRAPH500_ABCD,
     rmat,
     rmat_edges,
     rmat_edges_reference,
 )
-from storage.generators.sbm import sbm
+from strata.storage.generators.sbm import sbm
 
 __all__ = [
     "GRAPH500_ABCD",

@@ -1,12 +1,12 @@
 """Synthetic node features and train/val/test splits for generated graphs.
 
-:func:`community_features` draws class-conditioned Gaussian features: every class
-``k`` has a centre ``mu_k`` and a node of class ``k`` gets ``mu_k + noise * eps`` with
-``eps ~ N(0, I)``. Centres are scaled so that two centres are about ``sqrt(2)`` apart
-whatever the dimension, so ``noise`` alone sets the difficulty: near ``noise = 1``
-the classes overlap heavily and a classifier on features alone is weak, while
-averaging over neighbours (which share the class with probability ``intra_fraction``
-on :func:`storage.generators.sbm` graphs) shrinks the noise. That gap is what makes
+:func:`community_features` draws class-conditioned Gaussian features: every class ``k``
+has a centre ``mu_k`` and a node of class ``k`` gets ``mu_k + noise * eps`` with ``eps ~
+N(0, I)``. Centres are scaled so that two centres are about ``sqrt(2)`` apart whatever
+the dimension, so ``noise`` alone sets the difficulty: near ``noise = 1`` the classes
+overlap heavily and a classifier on features alone is weak, while averaging over
+neighbours (which share the class with probability ``intra_fraction`` on
+:func:`strata.storage.generators.sbm` graphs) shrinks the noise. That gap is what makes
 GNN accuracy on these graphs meaningful.
 
 :func:`split_masks` reproduces the Planetoid split shape: ``train_per_class`` nodes of
@@ -30,8 +30,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from storage._types import BoolArray, Float32Array, Int64Array
-from storage.errors import FeatureError
+from strata.storage._types import BoolArray, Float32Array, Int64Array
+from strata.storage.errors import FeatureError
 
 
 def _check_labels(labels: np.ndarray, where: str) -> Int64Array:

@@ -28,9 +28,9 @@ import math
 import numba
 import numpy as np
 
-from storage._types import Int64Array
-from storage.csr import CSRGraph, index_dtype
-from storage.errors import GraphError
+from strata.storage._types import Int64Array
+from strata.storage.csr import CSRGraph, index_dtype
+from strata.storage.errors import GraphError
 
 _WHERE = "random_geometric"
 FloatPairs = np.ndarray

@@ -29,10 +29,10 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from storage._types import Int64Array
-from storage.csr import CSRGraph, DuplicatePolicy, SelfLoopPolicy
-from storage.errors import GraphError
-from storage.generators.hashing import seed_key, splitmix64
+from strata.storage._types import Int64Array
+from strata.storage.csr import CSRGraph, DuplicatePolicy, SelfLoopPolicy
+from strata.storage.errors import GraphError
+from strata.storage.generators.hashing import seed_key, splitmix64
 
 GRAPH500_ABCD = (0.57, 0.19, 0.19, 0.05)
 _WHERE = "rmat"

@@ -32,9 +32,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from storage._types import Int64Array
-from storage.csr import CSRGraph, DuplicatePolicy, SelfLoopPolicy
-from storage.errors import GraphError
+from strata.storage._types import Int64Array
+from strata.storage.csr import CSRGraph, DuplicatePolicy, SelfLoopPolicy
+from strata.storage.errors import GraphError
 
 _WHERE = "sbm"
 

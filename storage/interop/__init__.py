@@ -6,11 +6,11 @@ that needs it, so all of them stay optional; a missing library is an ImportError
 that says how to install it.
 """
 
-from storage.interop.dgl import from_dgl, to_dgl
-from storage.interop.networkx import from_networkx, to_networkx
-from storage.interop.pyg import from_pyg, to_pyg
-from storage.interop.pyg_store import to_pyg_stores
-from storage.interop.scipy import from_scipy, to_scipy
+from strata.storage.interop.dgl import from_dgl, to_dgl
+from strata.storage.interop.networkx import from_networkx, to_networkx
+from strata.storage.interop.pyg import from_pyg, to_pyg
+from strata.storage.interop.pyg_store import to_pyg_stores
+from strata.storage.interop.scipy import from_scipy, to_scipy
 
 __all__ = [
     "from_dgl",

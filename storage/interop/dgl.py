@@ -12,9 +12,9 @@ from typing import Any
 import numpy as np
 import torch
 
-from storage.csr import CSRGraph, as_tensor
-from storage.dataset.model import NAME_PATTERN, GraphDataset
-from storage.interop._guard import require
+from strata.storage.csr import CSRGraph, as_tensor
+from strata.storage.dataset.model import NAME_PATTERN, GraphDataset
+from strata.storage.interop._guard import require
 
 _HINT = (
     "DGL 2.1 from the pinned peer environment (benchmarks/peers/dgl/requirements.txt)"

@@ -2,7 +2,7 @@
 
 Examples:
     >>> import numpy as np
-    >>> from storage.csr import CSRGraph
+    >>> from strata.storage.csr import CSRGraph
     >>> g = CSRGraph.from_edges(np.array([0, 1]), np.array([1, 2]), num_nodes=4)
     >>> G = to_networkx(g)
     >>> sorted(G.edges()), G.number_of_nodes()
@@ -19,8 +19,8 @@ from typing import Any
 
 import numpy as np
 
-from storage.csr import CSRGraph
-from storage.interop._guard import require
+from strata.storage.csr import CSRGraph
+from strata.storage.interop._guard import require
 
 _HINT = "pip install networkx"
 

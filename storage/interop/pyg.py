@@ -7,7 +7,7 @@ in CSR order. Node arrays become ``Data`` attributes of the same name (``x``, ``
 CSR order.
 
 Examples:
-    >>> from storage.loaders import load_planetoid
+    >>> from strata.storage.loaders import load_planetoid
     >>> data = to_pyg(load_planetoid("cora"))
     >>> data.num_nodes, data.num_edges, data.x.shape[1]
     (2708, 10556, 1433)
@@ -22,10 +22,10 @@ from typing import Any
 import numpy as np
 import torch
 
-from storage.csr import CSRGraph, as_tensor
-from storage.dataset.model import NAME_PATTERN, GraphDataset
-from storage.errors import GraphError
-from storage.interop._guard import require
+from strata.storage.csr import CSRGraph, as_tensor
+from strata.storage.dataset.model import NAME_PATTERN, GraphDataset
+from strata.storage.errors import GraphError
+from strata.storage.interop._guard import require
 
 _HINT = "pip install torch-geometric (or strata[pyg])"
 

@@ -1,8 +1,9 @@
 """PyG's ``FeatureStore`` / ``GraphStore`` over Strata stores.
 
 PyG loaders and models accept a ``(feature_store, graph_store)`` pair; these adapters
-let them read a Strata :class:`~storage.features.FeatureStore` (in memory or Arrow,
-memory-mapped) and a :class:`CSRGraph` without copying everything into a ``Data``.
+let them read a Strata :class:`~strata.storage.features.FeatureStore` (in memory or
+Arrow, memory-mapped) and a :class:`CSRGraph` without copying everything into a
+``Data``.
 
 * Tensors are addressed by PyG's ``TensorAttr(group_name, attr_name, index)``; a
   ``group_name`` of ``None`` (homogeneous graphs) means Strata's ``"node"`` group.
@@ -12,8 +13,8 @@ memory-mapped) and a :class:`CSRGraph` without copying everything into a ``Data`
 
 Examples:
     >>> import numpy as np, torch
-    >>> from storage.csr import CSRGraph
-    >>> from storage.features import InMemoryFeatureStore
+    >>> from strata.storage.csr import CSRGraph
+    >>> from strata.storage.features import InMemoryFeatureStore
     >>> g = CSRGraph.from_edges(np.array([0, 1, 2]), np.array([1, 2, 0]))
     >>> fs, gs = to_pyg_stores(
     ...     InMemoryFeatureStore({("node", "x"): torch.eye(3)}), g)
@@ -31,9 +32,9 @@ from typing import Any
 import numpy as np
 import torch
 
-from storage.csr import CSRGraph, as_tensor
-from storage.features.store import FeatureStore, Key
-from storage.interop._guard import require
+from strata.storage.csr import CSRGraph, as_tensor
+from strata.storage.features.store import FeatureStore, Key
+from strata.storage.interop._guard import require
 
 _HINT = "pip install torch-geometric (or strata[pyg])"
 _CLASSES: dict[str, Any] = {}

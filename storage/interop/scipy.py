@@ -5,7 +5,7 @@ unweighted); parallel edges stay separate entries (scipy sums them on conversion
 
 Examples:
     >>> import numpy as np
-    >>> from storage.csr import CSRGraph
+    >>> from strata.storage.csr import CSRGraph
     >>> g = CSRGraph.from_edges(np.array([0, 1]), np.array([1, 2]))
     >>> to_scipy(g).toarray().tolist()
     [[0.0, 1.0, 0.0], [0.0, 0.0, 1.0], [0.0, 0.0, 0.0]]
@@ -19,9 +19,9 @@ from typing import Any
 
 import numpy as np
 
-from storage.csr import CSRGraph, DuplicatePolicy, SelfLoopPolicy
-from storage.errors import GraphError
-from storage.interop._guard import require
+from strata.storage.csr import CSRGraph, DuplicatePolicy, SelfLoopPolicy
+from strata.storage.errors import GraphError
+from strata.storage.interop._guard import require
 
 _HINT = "pip install scipy"
 

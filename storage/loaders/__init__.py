@@ -1,13 +1,13 @@
 """Loaders: Planetoid raw files and edge lists (CSV, TSV, SNAP text, Parquet)."""
 
-from storage.loaders.edgelist import (
+from strata.storage.loaders.edgelist import (
     FORMATS,
     EdgeList,
     infer_format,
     load_edge_list,
     read_edges,
 )
-from storage.loaders.planetoid import PLANETOID_NAMES, load_planetoid
+from strata.storage.loaders.planetoid import PLANETOID_NAMES, load_planetoid
 
 __all__ = [
     "FORMATS",

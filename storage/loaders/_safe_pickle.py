@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from storage.errors import FormatError
+from strata.storage.errors import FormatError
 
 _SPARSE_NAMES = {"csr_matrix", "csc_matrix"}
 _SPARSE_MODULES = {

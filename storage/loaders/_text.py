@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from storage.errors import FormatError
+from strata.storage.errors import FormatError
 
 _COMMENT_LINES = re.compile(rb"(?m)^[ \t]*#[^\n]*$")
 _BLANKS = re.compile(rb"[ \t]+")

@@ -32,7 +32,7 @@ Examples:
     >>> read_edges(path)  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
-    storage.errors.FormatError: .../g.txt:2 in read_edges: expected 2 fields, ...
+    strata.storage.errors.FormatError: .../g.txt:2 in read_edges: expected 2 fields, ...
 """
 
 from __future__ import annotations
@@ -47,11 +47,11 @@ import pyarrow as pa
 import pyarrow.csv as pv
 import pyarrow.parquet as pq
 
-from storage._types import Int64Array
-from storage.csr import CSRGraph, DuplicatePolicy, SelfLoopPolicy
-from storage.dataset.model import GraphDataset
-from storage.errors import FormatError
-from storage.loaders._text import detect_layout, find_bad_line, normalise
+from strata.storage._types import Int64Array
+from strata.storage.csr import CSRGraph, DuplicatePolicy, SelfLoopPolicy
+from strata.storage.dataset.model import GraphDataset
+from strata.storage.errors import FormatError
+from strata.storage.loaders._text import detect_layout, find_bad_line, normalise
 
 EdgeFormat = Literal["csv", "tsv", "snap", "parquet"]
 FORMATS: tuple[str, ...] = ("csv", "tsv", "snap", "parquet")

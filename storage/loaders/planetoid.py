@@ -32,10 +32,10 @@ from pathlib import Path
 
 import numpy as np
 
-from storage.csr import CSRGraph, DuplicatePolicy, SelfLoopPolicy
-from storage.dataset.model import GraphDataset
-from storage.errors import FormatError
-from storage.loaders._safe_pickle import load_restricted, sparse_to_dense
+from strata.storage.csr import CSRGraph, DuplicatePolicy, SelfLoopPolicy
+from strata.storage.dataset.model import GraphDataset
+from strata.storage.errors import FormatError
+from strata.storage.loaders._safe_pickle import load_restricted, sparse_to_dense
 
 PLANETOID_NAMES = ("cora", "citeseer", "pubmed")
 _PARTS = ("x", "tx", "allx", "y", "ty", "ally", "graph", "test.index")
@@ -44,7 +44,7 @@ _WHERE = "load_planetoid"
 
 def shipped_planetoid_dir() -> Path:
     """Directory of the Planetoid raw files shipped as package data (Cora)."""
-    return Path(str(resources.files("storage.data") / "planetoid"))
+    return Path(str(resources.files("strata.storage") / "data" / "planetoid"))
 
 
 def _find_dir(name: str, root: Path | None) -> Path:

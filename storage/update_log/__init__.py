@@ -1,18 +1,18 @@
 """The update log: durable, offset-addressed storage of graph-update batches.
 
-See :mod:`storage.update_log.log` for the guarantees and
-:mod:`storage.update_log._format` for the on-disk layout.
+See :mod:`strata.storage.update_log.log` for the guarantees and
+:mod:`strata.storage.update_log._format` for the on-disk layout.
 """
 
-from storage.update_log._format import MAX_SEQ
-from storage.update_log.errors import (
+from strata.storage.update_log._format import MAX_SEQ
+from strata.storage.update_log.errors import (
     LogCorruptError,
     LogError,
     LogFullError,
     LogSeqGapError,
 )
-from storage.update_log.log import UpdateLog
-from storage.update_log.types import (
+from strata.storage.update_log.log import UpdateLog
+from strata.storage.update_log.types import (
     DEFAULT_MAX_LOG_BYTES,
     AppendResult,
     LogConfig,

@@ -19,8 +19,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from storage.update_log import _format as fmt
-from storage.update_log._segment import Segment
+from strata.storage.update_log import _format as fmt
+from strata.storage.update_log._segment import Segment
 
 Offsets = tuple[int, int]
 #: Offsets answered for a resend whose record retention has deleted.

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from storage.update_log import _format as fmt
-from storage.update_log.errors import LogCorruptError
+from strata.storage.update_log import _format as fmt
+from strata.storage.update_log.errors import LogCorruptError
 
 
 def _damaged(

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from storage.errors import StorageError
+from strata.storage.errors import StorageError
 
 
 class LogError(StorageError):

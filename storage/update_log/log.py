@@ -29,7 +29,7 @@ retention.
 
 Examples:
     >>> import tempfile, numpy as np
-    >>> from storage.updates import edge_updates
+    >>> from strata.storage.updates import edge_updates
     >>> root = tempfile.mkdtemp()
     >>> with UpdateLog(f"{root}/log") as log:
     ...     log.append(edge_updates(np.array([0, 1]), np.array([1, 2]), event_time=0),
@@ -64,19 +64,29 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from storage.errors import format_error
-from storage.update_log import _format as fmt
-from storage.update_log._files import TMP_SUFFIX, fsync_dir, pwrite_all, write_atomic
-from storage.update_log._producers import ProducerTable, SeqBelowStart, SeqGap
-from storage.update_log._segment import Segment
-from storage.update_log.errors import (
+from strata.storage.errors import format_error
+from strata.storage.update_log import _format as fmt
+from strata.storage.update_log._files import (
+    TMP_SUFFIX,
+    fsync_dir,
+    pwrite_all,
+    write_atomic,
+)
+from strata.storage.update_log._producers import ProducerTable, SeqBelowStart, SeqGap
+from strata.storage.update_log._segment import Segment
+from strata.storage.update_log.errors import (
     LogCorruptError,
     LogError,
     LogFullError,
     LogSeqGapError,
 )
-from storage.update_log.types import AppendResult, LogConfig, LogRecord, RecoveryReport
-from storage.updates import validate_updates
+from strata.storage.update_log.types import (
+    AppendResult,
+    LogConfig,
+    LogRecord,
+    RecoveryReport,
+)
+from strata.storage.updates import validate_updates
 
 _META = "strata-log.json"
 _LOCK = "writer.lock"
@@ -326,7 +336,8 @@ class UpdateLog:
         """Append one batch as one record; with ``sync``, return once it is durable.
 
         Args:
-            batch: an update batch (``storage.updates`` schema), at least one row.
+            batch: an update batch (``strata.storage.updates`` schema), at least
+                one row.
             producer_id: who sent it; with ``seq`` it makes the append idempotent.
             seq: the producer's batch number: its high-water mark plus one, or at
                 most the high-water mark for a resend.

@@ -7,9 +7,9 @@ from typing import NamedTuple
 
 import pyarrow as pa
 
-from storage.errors import format_error
-from storage.update_log.errors import LogError
-from storage.updates import UpdateLimits
+from strata.storage.errors import format_error
+from strata.storage.update_log.errors import LogError
+from strata.storage.updates import UpdateLimits
 
 #: The default disk quota of an update log: bounded unless asked otherwise.
 DEFAULT_MAX_LOG_BYTES = 1 << 30

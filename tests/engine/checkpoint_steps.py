@@ -17,8 +17,8 @@ from typing import Any
 
 import numpy as np
 
-from engine import IDLE, Operator, Pipeline, StepContext, Tagged
-from engine.testing import ListSink, ListSource
+from strata.engine import IDLE, Operator, Pipeline, StepContext, Tagged
+from strata.engine.testing import ListSink, ListSource
 
 KEYS = 7
 

@@ -9,8 +9,8 @@ from collections.abc import Iterator
 import psutil
 import pytest
 
-from engine import Pipeline, execute
-from engine.testing import ListSink, ListSource
+from strata.engine import Pipeline, execute
+from strata.engine.testing import ListSink, ListSource
 
 # Long-lived helpers of multiprocessing, started once per test session on purpose.
 _HELPERS = ("multiprocessing.forkserver", "multiprocessing.resource_tracker")

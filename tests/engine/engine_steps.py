@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from engine import Emit, Operator, StepContext, Tagged
+from strata.engine import Emit, Operator, StepContext, Tagged
 
 
 def square(x: int) -> int:

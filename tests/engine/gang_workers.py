@@ -14,7 +14,7 @@ from typing import Any
 
 import torch
 
-from engine.gang import (
+from strata.engine.gang import (
     GangContext,
     GradientAllReducer,
     SharedTensors,

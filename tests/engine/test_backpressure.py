@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from engine_steps import Arrays, Slow, identity
 
-from engine import ChannelBounds, Map, Pipeline, RunConfig, execute
-from engine.testing import ListSink
+from strata.engine import ChannelBounds, Map, Pipeline, RunConfig, execute
+from strata.engine.testing import ListSink
 
 ITEM_BYTES = 100_000
 BOUNDS = ChannelBounds(max_items=6, max_bytes=350_000)  # room for 3 items of 100 kB

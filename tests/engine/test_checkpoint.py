@@ -21,7 +21,7 @@ from checkpoint_steps import (
 )
 from engine_steps import square, total
 
-from engine import (
+from strata.engine import (
     Barrier,
     ChannelBounds,
     CheckpointConfig,
@@ -33,11 +33,11 @@ from engine import (
     StepError,
     execute,
 )
-from engine.channels import Channel, Delivery
-from engine.checkpoint import CheckpointStore
-from engine.cli import main
-from engine.runtime import Inbox
-from engine.testing import Abort, ListSink, ListSource
+from strata.engine.channels import Channel, Delivery
+from strata.engine.checkpoint import CheckpointStore
+from strata.engine.cli import main
+from strata.engine.runtime import Inbox
+from strata.engine.testing import Abort, ListSink, ListSource
 
 ITEMS = 300
 

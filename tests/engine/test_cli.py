@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from engine.cli import main
-from engine.command import LazyCommand
+from strata.engine.cli import main
+from strata.engine.command import LazyCommand
 
-JOB = "engine._example_job"
+JOB = "strata.engine._example_job"
 
 
 def test_run_writes_the_report(
@@ -90,7 +90,7 @@ def test_lazy_commands_import_only_when_chosen(
     assert "later" in _help(capsys, [missing])
     with pytest.raises(ModuleNotFoundError):
         main(["later"], [missing])
-    lazy = LazyCommand("hello", "say hello", "engine.command:_Example")
+    lazy = LazyCommand("hello", "say hello", "strata.engine.command:_Example")
     assert main(["hello", "strata"], [lazy]) == 0
     assert capsys.readouterr().out.endswith("hello strata\n")
 

@@ -6,19 +6,22 @@ import pkgutil
 
 import pytest
 
-import engine
+import strata.engine
 
 # Modules whose examples start worker processes.
-STARTS_PROCESSES = {"engine.executors.process"}
+STARTS_PROCESSES = {"strata.engine.executors.process"}
 MODULES = [
     pytest.param(name, marks=pytest.mark.multiprocess)
     if name in STARTS_PROCESSES
     else name
     for name in sorted(
         info.name
-        for info in pkgutil.walk_packages(engine.__path__, prefix="engine.")
-        # engine.gang (issue 6) runs its own doctests with its own markers.
-        if not info.name.endswith(".worker") and not info.name.startswith("engine.gang")
+        for info in pkgutil.walk_packages(
+            strata.engine.__path__, prefix="strata.engine."
+        )
+        # strata.engine.gang (issue 6) runs its own doctests with its own markers.
+        if not info.name.endswith(".worker")
+        and not info.name.startswith("strata.engine.gang")
     )
 ]
 

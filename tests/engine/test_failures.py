@@ -20,7 +20,7 @@ from engine_steps import (
     identity,
 )
 
-from engine import (
+from strata.engine import (
     Map,
     Pipeline,
     PlanError,
@@ -29,8 +29,8 @@ from engine import (
     StepError,
     execute,
 )
-from engine.cli import main
-from engine.testing import ListSink, ListSource
+from strata.engine.cli import main
+from strata.engine.testing import ListSink, ListSource
 
 # The issue's bound: a failed run ends within 2 s. Runs here start warm.
 BOUND_S = 2.0
@@ -131,8 +131,8 @@ def test_item_the_wire_cannot_carry_names_the_step() -> None:
 
 
 FAILING_JOB = """
-    from engine import Pipeline
-    from engine.testing import ListSource
+    from strata.engine import Pipeline
+    from strata.engine.testing import ListSource
 
     def explode(items: list[int]) -> dict[str, int]:
         raise RuntimeError("exploded on purpose")
@@ -185,7 +185,7 @@ ENDLESS_JOB = """
     import sys
     sys.path.insert(0, {steps_dir!r})
     from engine_steps import Endless, identity
-    from engine import Map, Pipeline
+    from strata.engine import Map, Pipeline
 
     def build() -> Pipeline:
         p = Pipeline("endless")

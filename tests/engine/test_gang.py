@@ -8,14 +8,14 @@ import gang_workers as gw
 import pytest
 import torch
 
-from engine.gang import (
+from strata.engine.gang import (
     GangError,
     GangSpec,
     rank_seed,
     run_gang,
     run_gang_report,
 )
-from engine.gang.spec import usable_cores
+from strata.engine.gang.spec import usable_cores
 
 pytestmark = pytest.mark.multiprocess
 WORLDS = [1, 2, pytest.param(4, id="4")]

@@ -6,7 +6,7 @@ import gang_workers as gw
 import pytest
 import torch
 
-from engine.gang import GangSpec, GradientAllReducer, rank_seed, run_gang
+from strata.engine.gang import GangSpec, GradientAllReducer, rank_seed, run_gang
 
 pytestmark = pytest.mark.multiprocess
 

@@ -1,4 +1,4 @@
-"""Every engine.gang module's examples run as doctests (none starts a process)."""
+"""Every strata.engine.gang module's examples run as doctests (none starts one)."""
 
 from __future__ import annotations
 
@@ -8,15 +8,17 @@ import pkgutil
 
 import pytest
 
-import engine.gang
+import strata.engine.gang
 
 MODULES = sorted(
     info.name
-    for info in pkgutil.walk_packages(engine.gang.__path__, prefix="engine.gang.")
+    for info in pkgutil.walk_packages(
+        strata.engine.gang.__path__, prefix="strata.engine.gang."
+    )
 )
 
 
-@pytest.mark.parametrize("name", ["engine.gang", *MODULES])
+@pytest.mark.parametrize("name", ["strata.engine.gang", *MODULES])
 def test_doctests(name: str) -> None:
     module = importlib.import_module(name)
     result = doctest.testmod(

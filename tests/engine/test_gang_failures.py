@@ -22,9 +22,9 @@ import psutil
 import pytest
 import torch
 
-from engine.errors import RemoteError
-from engine.gang import FailureKind, GangError, GangSpec, SharedTensors, run_gang
-from engine.gang.shared import PREFIX
+from strata.engine.errors import RemoteError
+from strata.engine.gang import FailureKind, GangError, GangSpec, SharedTensors, run_gang
+from strata.engine.gang.shared import PREFIX
 
 pytestmark = pytest.mark.multiprocess
 
@@ -131,7 +131,7 @@ _PARENT = """
 import sys
 sys.path.insert(0, {tests!r})
 import gang_workers
-from engine.gang import GangSpec, run_gang
+from strata.engine.gang import GangSpec, run_gang
 
 if __name__ == "__main__":
     run_gang(gang_workers.record_pid_then_sleep, GangSpec(workers=2), {folder!r})

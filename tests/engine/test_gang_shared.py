@@ -15,8 +15,8 @@ import numpy as np
 import pytest
 import torch
 
-from engine.gang import GangSpec, SharedTensors, run_gang
-from engine.gang.shared import PREFIX
+from strata.engine.gang import GangSpec, SharedTensors, run_gang
+from strata.engine.gang.shared import PREFIX
 
 
 def segments(pid: int | None = None) -> set[str]:
@@ -74,7 +74,7 @@ def test_workers_read_inputs_and_fill_outputs(world: int) -> None:
 
 _OWNER_KILLED = """
 import os, signal, sys
-from engine.gang import SharedTensors
+from strata.engine.gang import SharedTensors
 shared = SharedTensors.zeros({"x": ((1000,), __import__("torch").float32)})
 print(shared.path, flush=True)
 os.kill(os.getpid(), signal.SIGKILL)

@@ -14,8 +14,8 @@ from typing import Any
 import gang_workers as gw
 import pytest
 
-from engine.gang import FailureKind, GangError, GangSpec, run_gang
-from engine.gang import supervisor as gang_supervisor
+from strata.engine.gang import FailureKind, GangError, GangSpec, run_gang
+from strata.engine.gang import supervisor as gang_supervisor
 
 
 class _DiesWhileStarting:

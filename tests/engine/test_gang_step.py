@@ -5,8 +5,8 @@ from __future__ import annotations
 import gang_workers as gw
 import pytest
 
-from engine import Pipeline, StepError, execute
-from engine.gang import GangError, GangSpec, gang_step
+from strata.engine import Pipeline, StepError, execute
+from strata.engine.gang import GangError, GangSpec, gang_step
 
 pytestmark = pytest.mark.multiprocess
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.job import JobError, coerce, load_job, overrides
+from strata.engine.job import JobError, coerce, load_job, overrides
 
 
 def build(
@@ -68,7 +68,7 @@ def test_coerce_refuses_unsupported_types() -> None:
 
 def test_job_file_in_a_package_loads_by_module_name() -> None:
     module = load_job(str(Path("engine") / "_example_job.py"))
-    assert module.__name__ == "engine._example_job"
+    assert module.__name__ == "strata.engine._example_job"
 
 
 def test_missing_jobs_are_job_errors(tmp_path: Path) -> None:

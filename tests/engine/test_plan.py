@@ -8,8 +8,8 @@ import pyarrow as pa
 import pytest
 from engine_steps import Evens, add, constant, identity, total
 
-from engine import Map, Operator, Pipeline, PlanError
-from engine.testing import ListSink, ListSource
+from strata.engine import Map, Operator, Pipeline, PlanError
+from strata.engine.testing import ListSink, ListSource
 
 
 def problems(p: Pipeline) -> tuple[str, ...]:
@@ -144,11 +144,11 @@ def test_describe_text_and_mermaid() -> None:
     p.record("evens")
     assert p.describe().splitlines() == [
         "pipeline 'described': 3 steps",
-        "  numbers  source     engine.testing:ListSource",
-        "  split    streaming  engine_steps:Evens         x2 by int  <- numbers  "
-        "ports even, odd",
-        "  evens    batch      engine_steps:total                    <- split.even  "
-        "[outputs]",
+        "  numbers  source     strata.engine.testing:ListSource",
+        "  split    streaming  engine_steps:Evens                x2 by int  "
+        "<- numbers  ports even, odd",
+        "  evens    batch      engine_steps:total                           "
+        "<- split.even  [outputs]",
     ]
     assert p.describe(mermaid=True).splitlines() == [
         "flowchart LR",

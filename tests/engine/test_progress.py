@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import io
 
-from engine.metrics import StepMetrics
-from engine.progress import Progress
+from strata.engine.metrics import StepMetrics
+from strata.engine.progress import Progress
 
 
 def test_bars_count_items_and_backpressure() -> None:

@@ -25,8 +25,8 @@ from checkpoint_steps import (
     expected_rows,
 )
 
-from engine import CheckpointConfig, RunConfig, execute
-from engine.checkpoint import CheckpointStore
+from strata.engine import CheckpointConfig, RunConfig, execute
+from strata.engine.checkpoint import CheckpointStore
 
 pytestmark = [pytest.mark.multiprocess, pytest.mark.usefixtures("no_leftovers")]
 
@@ -73,7 +73,7 @@ _DRIVER = """
 import json, sys
 sys.path[:0] = [{tests!r}]
 from checkpoint_steps import Pace, counting_pipeline
-from engine import CheckpointConfig, RunConfig, execute
+from strata.engine import CheckpointConfig, RunConfig, execute
 
 if __name__ == "__main__":
     p = counting_pipeline({items}, before=Pace(0.0015))

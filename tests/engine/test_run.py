@@ -21,8 +21,8 @@ from engine_steps import (
     total,
 )
 
-from engine import Filter, Map, Pipeline, PlanError, execute
-from engine.testing import ListSink, ListSource, run
+from strata.engine import Filter, Map, Pipeline, PlanError, execute
+from strata.engine.testing import ListSink, ListSource, run
 
 
 def test_map_filter_chain(executor: str) -> None:

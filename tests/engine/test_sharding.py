@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from engine.sharding import ShardKeyError, shard_of, split
+from strata.engine.sharding import ShardKeyError, shard_of, split
 
 
 @given(st.lists(st.integers(-(2**63), 2**63 - 1), min_size=1), st.integers(2, 9))

@@ -12,8 +12,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from engine.errors import WireError
-from engine.wire import pack, unpack
+from strata.engine.errors import WireError
+from strata.engine.wire import pack, unpack
 
 
 def roundtrip(value: Any) -> Any:

@@ -14,14 +14,14 @@ from pathlib import Path
 import pytest
 import torch
 
-from engine import RunResult, execute
-from jobs import cora_gcn
-from operators.cli.main import main
-from operators.errors import OperatorError
-from operators.layers import BasicGNN
-from operators.trainers import TIMING_KEYS, DecayScope, FullGraphTrainer
-from operators.trainers.base import EpochStats
-from operators.trainers.checkpoint import checkpoint_path, load_checkpoint
+from strata.engine import RunResult, execute
+from strata.jobs import cora_gcn
+from strata.operators.cli.main import main
+from strata.operators.errors import OperatorError
+from strata.operators.layers import BasicGNN
+from strata.operators.trainers import TIMING_KEYS, DecayScope, FullGraphTrainer
+from strata.operators.trainers.base import EpochStats
+from strata.operators.trainers.checkpoint import checkpoint_path, load_checkpoint
 
 # One torch thread on CPU: fast on a shared machine, and the same arithmetic in
 # every process, so outputs can be compared exactly.
@@ -117,7 +117,8 @@ def test_a_killed_cli_run_resumes_with_the_whole_history(tmp_path: Path) -> None
     settings = {**FAST, "patience": 0, "epochs": 40, "checkpoint_every": 5}
     argv = [
         "-c",
-        "import sys; from operators.cli.main import main; sys.exit(main(sys.argv[1:]))",
+        "import sys; from strata.operators.cli.main import main; "
+        "sys.exit(main(sys.argv[1:]))",
         "run",
         "jobs/cora_gcn.py",
         "--quiet",

@@ -9,9 +9,9 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from engine import execute
-from jobs import degree_stats
-from operators.cli.main import main
+from strata.engine import execute
+from strata.jobs import degree_stats
+from strata.operators.cli.main import main
 
 SMALL = {"num_edges": 150_000, "num_nodes": 5000, "seed": 3, "batch_rows": 16_384}
 

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from engine import execute
-from jobs import fullgraph_dist
-from operators.cli.main import main
-from operators.errors import OperatorError
+from strata.engine import execute
+from strata.jobs import fullgraph_dist
+from strata.operators.cli.main import main
+from strata.operators.errors import OperatorError
 
 pytestmark = pytest.mark.multiprocess
 

@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from engine import execute
-from jobs import sampled_sage
-from operators.errors import OperatorError
-from operators.trainers import TIMING_KEYS
+from strata.engine import execute
+from strata.jobs import sampled_sage
+from strata.operators.errors import OperatorError
+from strata.operators.trainers import TIMING_KEYS
 
 SMALL = {
     "num_nodes": 3000,

@@ -14,14 +14,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from engine import execute
-from jobs import stream_ingest
-from operators.cli.main import main
-from operators.streaming import UpdateStream
-from operators.streaming.chaos import CommandTrial
-from operators.streaming.client import IngestClient
-from operators.streaming.update_files import read_update_file, write_update_file
-from storage import UpdateLog
+from strata.engine import execute
+from strata.jobs import stream_ingest
+from strata.operators.cli.main import main
+from strata.operators.streaming import UpdateStream
+from strata.operators.streaming.chaos import CommandTrial
+from strata.operators.streaming.client import IngestClient
+from strata.operators.streaming.update_files import read_update_file, write_update_file
+from strata.storage import UpdateLog
 from tests.operators.streaming_helpers import Oracle, free_endpoint
 
 ROOT = Path(__file__).resolve().parents[2]

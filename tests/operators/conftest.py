@@ -10,8 +10,8 @@ with warnings.catch_warnings():
     warnings.simplefilter("ignore", DeprecationWarning)
     import torch_geometric.nn  # noqa: F401
 
-from operators.kernels import Backend, use_backend
-from storage import CSRGraph
+from strata.operators.kernels import Backend, use_backend
+from strata.storage import CSRGraph
 
 
 def random_graph(

@@ -8,10 +8,10 @@ from typing import Any
 
 import torch
 
-from engine.gang import GangContext, run_gang_report
-from operators.trainers.distributed.counters import TransferCounters
-from operators.trainers.distributed.halo import HaloPlan, halo_exchange
-from partition import PartitionBook
+from strata.engine.gang import GangContext, run_gang_report
+from strata.operators.trainers.distributed.counters import TransferCounters
+from strata.operators.trainers.distributed.halo import HaloPlan, halo_exchange
+from strata.partition import PartitionBook
 
 
 def exchange_halo(
@@ -51,10 +51,10 @@ def exchange_halo(
 def train_many(ctx: GangContext, runs: list[Any]) -> list[dict[str, Any]]:
     """Several distributed trainings, one after another, on one gang.
 
-    Every run is a :class:`~operators.trainers.distributed.inputs.WorkerInputs`
+    Every run is a :class:`~strata.operators.trainers.distributed.inputs.WorkerInputs`
     of the same worker count; sharing the gang saves its start-up per run.
     """
-    from operators.trainers.distributed import train_worker
+    from strata.operators.trainers.distributed import train_worker
 
     return [train_worker(ctx, inputs) for inputs in runs]
 
@@ -65,7 +65,7 @@ def fit_on_one_gang(data: Any, trainers: list[Any]) -> list[Any]:
     The trainers must have the same worker count; each run's inputs are built
     (and its shared segment released) exactly as ``fit`` does.
     """
-    from operators.trainers.data import as_training_data
+    from strata.operators.trainers.data import as_training_data
 
     data = as_training_data(data, "fit_on_one_gang")
     k = trainers[0].dist.workers

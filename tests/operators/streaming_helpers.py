@@ -10,9 +10,15 @@ import pyarrow as pa
 import pytest
 import torch
 
-from operators.layers import GCN, GraphSAGE
-from operators.streaming.reference import full_recompute
-from storage import CSRGraph, DynamicGraph, UpdateKind, decode_updates, rmat_edges
+from strata.operators.layers import GCN, GraphSAGE
+from strata.operators.streaming.reference import full_recompute
+from strata.storage import (
+    CSRGraph,
+    DynamicGraph,
+    UpdateKind,
+    decode_updates,
+    rmat_edges,
+)
 
 IN_DIM = 8
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from operators.cli.main import main
+from strata.operators.cli.main import main
 
 
 def test_help_lists_every_subcommand(capsys: pytest.CaptureFixture[str]) -> None:

@@ -23,12 +23,12 @@ import distributed_workers as dw
 import numpy as np
 import pytest
 
-from operators.trainers import ModelConfig, TrainConfig
-from operators.trainers.distributed import DistributedConfig, DistributedTrainer
-from operators.trainers.distributed.config import Level1
-from operators.trainers.distributed.trainer import level1_partition
-from partition import ChunkConfig, ChunkMethod, split_chunks
-from storage import load_graph
+from strata.operators.trainers import ModelConfig, TrainConfig
+from strata.operators.trainers.distributed import DistributedConfig, DistributedTrainer
+from strata.operators.trainers.distributed.config import Level1
+from strata.operators.trainers.distributed.trainer import level1_partition
+from strata.partition import ChunkConfig, ChunkMethod, split_chunks
+from strata.storage import load_graph
 
 pytestmark = pytest.mark.multiprocess
 

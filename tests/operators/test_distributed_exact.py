@@ -30,14 +30,14 @@ import numpy as np
 import pytest
 import torch
 
-from operators.trainers import FullGraphTrainer, ModelConfig, TrainConfig
-from operators.trainers.data import FEATURES, TrainingData
-from operators.trainers.distributed import (
+from strata.operators.trainers import FullGraphTrainer, ModelConfig, TrainConfig
+from strata.operators.trainers.data import FEATURES, TrainingData
+from strata.operators.trainers.distributed import (
     CounterDropoutTrainer,
     DistributedConfig,
     DistributedTrainer,
 )
-from storage import InMemoryFeatureStore, load_graph, load_planetoid
+from strata.storage import InMemoryFeatureStore, load_graph, load_planetoid
 
 pytestmark = pytest.mark.multiprocess
 

@@ -13,11 +13,15 @@ import time
 
 import pytest
 
-from engine.gang import FailureKind, GangError
-from operators.errors import OperatorError
-from operators.trainers import ModelConfig, TrainConfig
-from operators.trainers.distributed import DistributedConfig, DistributedTrainer, Fault
-from storage import load_planetoid
+from strata.engine.gang import FailureKind, GangError
+from strata.operators.errors import OperatorError
+from strata.operators.trainers import ModelConfig, TrainConfig
+from strata.operators.trainers.distributed import (
+    DistributedConfig,
+    DistributedTrainer,
+    Fault,
+)
+from strata.storage import load_planetoid
 
 pytestmark = pytest.mark.multiprocess
 

@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 import torch
 
-from engine.gang import GangSpec, run_gang
-from operators.trainers.distributed.halo import HaloPlan
-from partition import MultilevelPartitioner, RandomPartitioner, build_book
-from storage import CSRGraph
+from strata.engine.gang import GangSpec, run_gang
+from strata.operators.trainers.distributed.halo import HaloPlan
+from strata.partition import MultilevelPartitioner, RandomPartitioner, build_book
+from strata.storage import CSRGraph
 
 pytestmark = pytest.mark.multiprocess
 

@@ -9,25 +9,25 @@ from conftest import random_graph
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from operators.errors import OperatorError
-from operators.layers import GCN, GIN, GraphSAGE
-from operators.trainers import ModelConfig, TrainConfig
-from operators.trainers.distributed import (
+from strata.operators.errors import OperatorError
+from strata.operators.layers import GCN, GIN, GraphSAGE
+from strata.operators.trainers import ModelConfig, TrainConfig
+from strata.operators.trainers.distributed import (
     DistributedConfig,
     DistributedTrainer,
     Mode,
 )
-from operators.trainers.distributed import dropout as D
-from operators.trainers.distributed.chunked.arena import ArenaError, DeviceArena
-from operators.trainers.distributed.chunked.steps import (
+from strata.operators.trainers.distributed import dropout as D
+from strata.operators.trainers.distributed.chunked.arena import ArenaError, DeviceArena
+from strata.operators.trainers.distributed.chunked.steps import (
     pack_steps,
     step_indices,
     unpack_steps,
 )
-from operators.trainers.distributed.local_graph import PropagationGraph
-from operators.trainers.distributed.programs import SliceTensors, program_for
-from partition import LoadMode, plan_loads
-from storage import load_graph
+from strata.operators.trainers.distributed.local_graph import PropagationGraph
+from strata.operators.trainers.distributed.programs import SliceTensors, program_for
+from strata.partition import LoadMode, plan_loads
+from strata.storage import load_graph
 
 CPU = torch.device("cpu")
 

@@ -11,23 +11,23 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from operators.errors import OperatorError
-from operators.layers import GIN
-from operators.trainers import ModelConfig, TrainConfig
-from operators.trainers.base import build_optimizer
-from operators.trainers.distributed.config import DistributedConfig
-from operators.trainers.distributed.emma import (
+from strata.operators.errors import OperatorError
+from strata.operators.layers import GIN
+from strata.operators.trainers import ModelConfig, TrainConfig
+from strata.operators.trainers.base import build_optimizer
+from strata.operators.trainers.distributed.config import DistributedConfig
+from strata.operators.trainers.distributed.emma import (
     EmmaConfig,
     EmmaTrainer,
     SourceChunker,
     check_emma,
     chunk_ids,
 )
-from operators.trainers.distributed.halo import HaloPlan
-from operators.trainers.distributed.local_graph import PropagationGraph
-from operators.trainers.distributed.reference import CounterDropoutTrainer
-from partition import RandomPartitioner, build_book
-from storage import CSRGraph, load_graph
+from strata.operators.trainers.distributed.halo import HaloPlan
+from strata.operators.trainers.distributed.local_graph import PropagationGraph
+from strata.operators.trainers.distributed.reference import CounterDropoutTrainer
+from strata.partition import RandomPartitioner, build_book
+from strata.storage import CSRGraph, load_graph
 
 SBM = "sbm:n=1200,blocks=4,features=8,seed=1"
 

@@ -9,10 +9,14 @@ import numpy as np
 import pytest
 import torch
 
-from operators.trainers import ModelConfig, TrainConfig
-from operators.trainers.distributed.config import DistributedConfig
-from operators.trainers.distributed.emma import EmmaConfig, EmmaTrainer, emma_outputs
-from storage import load_graph
+from strata.operators.trainers import ModelConfig, TrainConfig
+from strata.operators.trainers.distributed.config import DistributedConfig
+from strata.operators.trainers.distributed.emma import (
+    EmmaConfig,
+    EmmaTrainer,
+    emma_outputs,
+)
+from strata.storage import load_graph
 
 pytestmark = pytest.mark.multiprocess
 

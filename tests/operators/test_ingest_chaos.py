@@ -1,6 +1,6 @@
 """Exactly-once ingestion under kills, delays, reordering and drops (chaos trials).
 
-Each trial (``operators.streaming.chaos``) streams numbered rows from one or two
+Each trial (``strata.operators.streaming.chaos``) streams numbered rows from one or two
 producers through a delaying, reordering, lossy link into a checkpointed job that
 serves the ingestion endpoint, SIGKILLs the job and the producers at random
 moments, restarts them (the job with resume, producers with the same id), and
@@ -12,7 +12,13 @@ from __future__ import annotations
 
 import pytest
 
-from operators.streaming.chaos import Trial, TrialPlan, check_trial, run_trials, summary
+from strata.operators.streaming.chaos import (
+    Trial,
+    TrialPlan,
+    check_trial,
+    run_trials,
+    summary,
+)
 
 pytestmark = pytest.mark.multiprocess
 

@@ -26,13 +26,17 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from engine import execute
-from jobs import stream_ingest
-from operators.streaming import UpdateStream
-from operators.streaming.client import IngestClient, encode_batch
-from operators.streaming.protocol import MAX_HEADER_BYTES, ProtocolError, parse_request
-from operators.streaming.update_files import write_update_file
-from storage import UpdateLog, edge_updates, make_updates
+from strata.engine import execute
+from strata.jobs import stream_ingest
+from strata.operators.streaming import UpdateStream
+from strata.operators.streaming.client import IngestClient, encode_batch
+from strata.operators.streaming.protocol import (
+    MAX_HEADER_BYTES,
+    ProtocolError,
+    parse_request,
+)
+from strata.operators.streaming.update_files import write_update_file
+from strata.storage import UpdateLog, edge_updates, make_updates
 from tests.jobs.test_stream_ingest import GRAPH, SMALL
 from tests.operators.streaming_helpers import free_endpoint
 from tests.operators.test_streaming_ingest import served  # noqa: F401 (fixture)

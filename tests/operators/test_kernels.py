@@ -7,8 +7,8 @@ import torch
 from torch_geometric.utils import add_remaining_self_loops, scatter
 from torch_geometric.utils import softmax as pyg_softmax
 
-from operators.errors import OperatorError
-from operators.kernels import (
+from strata.operators.errors import OperatorError
+from strata.operators.kernels import (
     AGGREGATORS,
     Backend,
     DeviceGraph,
@@ -22,8 +22,8 @@ from operators.kernels import (
     spmm,
     use_backend,
 )
-from operators.kernels.backend import NUMBA_MIN_WORK, resolve, work_dtype
-from operators.samplers import NeighborSampler, SamplerConfig
+from strata.operators.kernels.backend import NUMBA_MIN_WORK, resolve, work_dtype
+from strata.operators.samplers import NeighborSampler, SamplerConfig
 
 CPU = torch.device("cpu")
 

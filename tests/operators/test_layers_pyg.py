@@ -5,9 +5,9 @@ import pytest
 import torch
 import torch_geometric.nn as pyg_nn
 
-from operators.errors import OperatorError
-from operators.layers import GATConv, GCNConv, GINConv, SAGEConv
-from operators.samplers import NeighborSampler, SamplerConfig
+from strata.operators.errors import OperatorError
+from strata.operators.layers import GATConv, GCNConv, GINConv, SAGEConv
+from strata.operators.samplers import NeighborSampler, SamplerConfig
 
 TOL = {"rtol": 1e-5, "atol": 1e-5}
 

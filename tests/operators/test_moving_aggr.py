@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from operators.errors import OperatorError
-from operators.kernels.moving_aggr import decay_factor, moving_sum
+from strata.operators.errors import OperatorError
+from strata.operators.kernels.moving_aggr import decay_factor, moving_sum
 
 
 def inputs(seed: int = 0, n: int = 7, d: int = 3):  # type: ignore[no-untyped-def]

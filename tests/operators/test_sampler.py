@@ -9,11 +9,16 @@ import torch
 import torch.nn.functional as F
 from scipy.stats import chisquare
 
-from operators.errors import OperatorError
-from operators.layers import GAT, GCN, GIN, GraphSAGE
-from operators.samplers import Block, NeighborSampler, SamplerConfig, check_fanouts
-from operators.samplers.rng import batch_key, bounded, hash3, mix64
-from storage import CSRGraph
+from strata.operators.errors import OperatorError
+from strata.operators.layers import GAT, GCN, GIN, GraphSAGE
+from strata.operators.samplers import (
+    Block,
+    NeighborSampler,
+    SamplerConfig,
+    check_fanouts,
+)
+from strata.operators.samplers.rng import batch_key, bounded, hash3, mix64
+from strata.storage import CSRGraph
 
 MASK = (1 << 64) - 1
 

@@ -7,8 +7,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from operators.errors import OperatorError
-from operators.streaming.aggregators import (
+from strata.operators.errors import OperatorError
+from strata.operators.streaming.aggregators import (
     Contribution,
     MaxAggregator,
     MeanAggregator,

@@ -6,14 +6,14 @@ import pkgutil
 
 import pytest
 
-import operators.streaming
+import strata.operators.streaming
 
 MODULES = [
-    "operators.streaming",
+    "strata.operators.streaming",
     *sorted(
         info.name
         for info in pkgutil.walk_packages(
-            operators.streaming.__path__, prefix="operators.streaming."
+            strata.operators.streaming.__path__, prefix="strata.operators.streaming."
         )
     ),
 ]

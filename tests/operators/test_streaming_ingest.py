@@ -13,9 +13,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine import Pipeline, execute
-from operators.cli.ingest import IngestCommand
-from operators.streaming import (
+from strata.engine import Pipeline, execute
+from strata.operators.cli.ingest import IngestCommand
+from strata.operators.streaming import (
     EmbeddingSink,
     StaticSetup,
     StreamingModel,
@@ -23,10 +23,14 @@ from operators.streaming import (
     streaming_gnn,
     summarize_stream,
 )
-from operators.streaming.client import IngestClient, encode_batch, query_embeddings
-from operators.streaming.ingest import IngestServer, ZmqIngest
-from operators.streaming.update_files import write_update_file
-from storage import UpdateLimits, UpdateLog, edge_updates, make_updates
+from strata.operators.streaming.client import (
+    IngestClient,
+    encode_batch,
+    query_embeddings,
+)
+from strata.operators.streaming.ingest import IngestServer, ZmqIngest
+from strata.operators.streaming.update_files import write_update_file
+from strata.storage import UpdateLimits, UpdateLog, edge_updates, make_updates
 from tests.operators.streaming_helpers import (
     IN_DIM,
     Oracle,

@@ -5,15 +5,15 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from operators.errors import OperatorError
-from operators.layers import GAT
-from operators.streaming.cascade import StreamingGNN
-from operators.streaming.delta import LayerDelta
-from operators.streaming.generate import UpdateStream
-from operators.streaming.items import Placement
-from operators.streaming.layer import StreamingLayer
-from operators.streaming.model import StreamingModel
-from storage import CSRGraph, edge_updates, feature_updates, make_updates
+from strata.operators.errors import OperatorError
+from strata.operators.layers import GAT
+from strata.operators.streaming.cascade import StreamingGNN
+from strata.operators.streaming.delta import LayerDelta
+from strata.operators.streaming.generate import UpdateStream
+from strata.operators.streaming.items import Placement
+from strata.operators.streaming.layer import StreamingLayer
+from strata.operators.streaming.model import StreamingModel
+from strata.storage import CSRGraph, edge_updates, feature_updates, make_updates
 from tests.operators.streaming_helpers import (
     IN_DIM,
     MODELS,

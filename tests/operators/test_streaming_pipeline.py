@@ -9,9 +9,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from engine import CheckpointConfig, Operator, Pipeline, RunConfig, execute
-from engine.testing import ListSink, ListSource, run
-from operators.streaming import (
+from strata.engine import CheckpointConfig, Operator, Pipeline, RunConfig, execute
+from strata.engine.testing import ListSink, ListSource, run
+from strata.operators.streaming import (
     Count,
     EmbeddingSink,
     LogSource,
@@ -24,7 +24,7 @@ from operators.streaming import (
     streaming_gnn,
     summarize_stream,
 )
-from storage import UpdateLog
+from strata.storage import UpdateLog
 from tests.operators.streaming_helpers import (
     IN_DIM,
     Oracle,

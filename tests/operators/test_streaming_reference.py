@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from operators.streaming import AffectedRecompute, UpdateStream
-from storage import UpdateKind, decode_updates
+from strata.operators.streaming import AffectedRecompute, UpdateStream
+from strata.storage import UpdateKind, decode_updates
 from tests.operators.streaming_helpers import (
     IN_DIM,
     Oracle,

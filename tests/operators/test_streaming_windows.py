@@ -5,11 +5,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from operators.streaming.cascade import StreamingGNN
-from operators.streaming.delta import LayerDelta
-from operators.streaming.generate import UpdateStream
-from operators.streaming.model import StreamingModel
-from operators.streaming.windows import (
+from strata.operators.streaming.cascade import StreamingGNN
+from strata.operators.streaming.delta import LayerDelta
+from strata.operators.streaming.generate import UpdateStream
+from strata.operators.streaming.model import StreamingModel
+from strata.operators.streaming.windows import (
     Adaptive,
     Count,
     Immediate,
@@ -17,7 +17,7 @@ from operators.streaming.windows import (
     Tumbling,
     WindowBuffer,
 )
-from storage import edge_updates
+from strata.storage import edge_updates
 from tests.operators.streaming_helpers import IN_DIM, features, make_model, rmat_graph
 
 

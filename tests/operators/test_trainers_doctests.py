@@ -6,14 +6,14 @@ import pkgutil
 
 import pytest
 
-import operators.trainers
+import strata.operators.trainers
 
 MODULES = [
-    "operators.io.datasets",
+    "strata.operators.io.datasets",
     *sorted(
         info.name
         for info in pkgutil.walk_packages(
-            operators.trainers.__path__, prefix="operators.trainers."
+            strata.operators.trainers.__path__, prefix="strata.operators.trainers."
         )
     ),
 ]

@@ -8,16 +8,16 @@ import os
 import pytest
 import torch
 
-from operators.errors import OperatorError
-from operators.io.datasets import community_dataset, save_dataset_dir
-from operators.trainers import (
+from strata.operators.errors import OperatorError
+from strata.operators.io.datasets import community_dataset, save_dataset_dir
+from strata.operators.trainers import (
     TIMING_KEYS,
     FullGraphTrainer,
     ModelConfig,
     TrainConfig,
 )
-from operators.trainers.base import build_optimizer
-from operators.trainers.checkpoint import load_checkpoint, save_checkpoint
+from strata.operators.trainers.base import build_optimizer
+from strata.operators.trainers.checkpoint import load_checkpoint, save_checkpoint
 
 
 @pytest.fixture(scope="module")

@@ -6,14 +6,14 @@ import numpy as np
 import pytest
 import torch
 
-from engine import Pipeline, StepError, execute
-from operators.errors import OperatorError
-from operators.io.datasets import (
+from strata.engine import Pipeline, StepError, execute
+from strata.operators.errors import OperatorError
+from strata.operators.io.datasets import (
     community_dataset,
     dataset_from_payload,
     dataset_payload,
 )
-from operators.trainers import (
+from strata.operators.trainers import (
     FullGraphTrainer,
     ModelConfig,
     SampledTrainer,
@@ -21,7 +21,7 @@ from operators.trainers import (
     TrainConfig,
     TrainingData,
 )
-from storage import DatasetError, InMemoryFeatureStore, Key
+from strata.storage import DatasetError, InMemoryFeatureStore, Key
 
 CONFIG = TrainConfig(ModelConfig("gcn", hidden=4), epochs=1, device="cpu")
 

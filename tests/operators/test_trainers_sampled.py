@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 import torch
 
-from operators.io.datasets import community_dataset, save_dataset_dir
-from operators.trainers import (
+from strata.operators.io.datasets import community_dataset, save_dataset_dir
+from strata.operators.trainers import (
     TIMING_KEYS,
     EvalMode,
     ModelConfig,
@@ -22,7 +22,7 @@ from operators.trainers import (
     epoch_order,
     layerwise_inference,
 )
-from storage import InMemoryFeatureStore, Key, sbm
+from strata.storage import InMemoryFeatureStore, Key, sbm
 
 SAMPLING = SamplingConfig(fanouts=(5, 5), batch_size=128, eval_batch_size=500)
 

@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 from partition_helpers import from_networkx, simple
 
-from storage import CSRGraph
-from storage.generators import random_geometric, rmat, sbm
+from strata.storage import CSRGraph
+from strata.storage.generators import random_geometric, rmat, sbm
 
 
 # 0 ── 1 ── 2 ── 3      RING8: 8 nodes, 8 undirected edges

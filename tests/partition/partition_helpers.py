@@ -5,7 +5,7 @@ from __future__ import annotations
 import networkx as nx
 import numpy as np
 
-from storage import CSRGraph, DuplicatePolicy, SelfLoopPolicy
+from strata.storage import CSRGraph, DuplicatePolicy, SelfLoopPolicy
 
 
 def from_networkx(graph: nx.Graph) -> CSRGraph:

@@ -2,14 +2,14 @@ import networkx as nx
 import numpy as np
 import pytest
 
-from partition.baselines import RandomPartitioner
-from partition.book import PartitionBook, build_book
-from partition.chunking import ChunkConfig, split_chunks
-from partition.errors import PartitionError, PartitionKeyError
-from partition.hdrf import HDRFPartitioner
-from partition.metrics import undirected_edges
-from partition.multilevel import MultilevelPartitioner
-from storage import CSRGraph
+from strata.partition.baselines import RandomPartitioner
+from strata.partition.book import PartitionBook, build_book
+from strata.partition.chunking import ChunkConfig, split_chunks
+from strata.partition.errors import PartitionError, PartitionKeyError
+from strata.partition.hdrf import HDRFPartitioner
+from strata.partition.metrics import undirected_edges
+from strata.partition.multilevel import MultilevelPartitioner
+from strata.storage import CSRGraph
 
 
 def brute_halo(graph, owner, part, hops):

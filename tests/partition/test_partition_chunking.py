@@ -1,11 +1,16 @@
 import numpy as np
 import pytest
 
-from partition.chunk_order import chain_order, overlap_matrix, total_overlap
-from partition.chunking import ChunkConfig, ChunkMethod, ChunkOrdering, split_chunks
-from partition.errors import PartitionError
-from partition.multilevel import MultilevelPartitioner
-from storage import CSRGraph
+from strata.partition.chunk_order import chain_order, overlap_matrix, total_overlap
+from strata.partition.chunking import (
+    ChunkConfig,
+    ChunkMethod,
+    ChunkOrdering,
+    split_chunks,
+)
+from strata.partition.errors import PartitionError
+from strata.partition.multilevel import MultilevelPartitioner
+from strata.storage import CSRGraph
 
 
 @pytest.fixture(scope="module")

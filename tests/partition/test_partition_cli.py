@@ -4,14 +4,14 @@ import json
 import numpy as np
 import pytest
 
-from engine.command import Command
-from operators.cli.partition import METHODS, PartitionCommand
-from operators.io.partition_book import (
+from strata.engine.command import Command
+from strata.operators.cli.partition import METHODS, PartitionCommand
+from strata.operators.io.partition_book import (
     list_partition_books,
     load_partition_book,
     partition_book_meta,
 )
-from storage import load_graph
+from strata.storage import load_graph
 
 SPEC = "sbm:n=600,blocks=6,degree=8,intra=0.9,features=0,seed=1"
 

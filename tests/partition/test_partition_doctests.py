@@ -4,12 +4,16 @@ import pkgutil
 
 import pytest
 
-import partition
+import strata.partition
 
 PARTITION = sorted(
-    m.name for m in pkgutil.iter_modules(partition.__path__, "partition.")
+    m.name for m in pkgutil.iter_modules(strata.partition.__path__, "strata.partition.")
 )
-MODULES = [*PARTITION, "operators.io.partition_book", "operators.cli.partition"]
+MODULES = [
+    *PARTITION,
+    "strata.operators.io.partition_book",
+    "strata.operators.cli.partition",
+]
 
 
 @pytest.mark.parametrize("name", MODULES)

@@ -1,11 +1,11 @@
 import numpy as np
 import pytest
 
-from partition.baselines import HashPartitioner, RandomPartitioner
-from partition.errors import PartitionError
-from partition.multilevel import MultilevelPartitioner
-from partition.streaming import FennelPartitioner, LDGPartitioner
-from storage import CSRGraph
+from strata.partition.baselines import HashPartitioner, RandomPartitioner
+from strata.partition.errors import PartitionError
+from strata.partition.multilevel import MultilevelPartitioner
+from strata.partition.streaming import FennelPartitioner, LDGPartitioner
+from strata.storage import CSRGraph
 
 FACTORIES = [
     MultilevelPartitioner,

@@ -1,12 +1,12 @@
 import numpy as np
 import pytest
 
-from partition.baselines import RandomPartitioner
-from partition.errors import PartitionError
-from partition.grem import ArrayEdgeChunks, GremPartitioner, ScoreDType
-from partition.metrics import balance_cap, undirected_edges
-from partition.multilevel import MultilevelPartitioner
-from partition.streaming import FennelPartitioner
+from strata.partition.baselines import RandomPartitioner
+from strata.partition.errors import PartitionError
+from strata.partition.grem import ArrayEdgeChunks, GremPartitioner, ScoreDType
+from strata.partition.metrics import balance_cap, undirected_edges
+from strata.partition.multilevel import MultilevelPartitioner
+from strata.partition.streaming import FennelPartitioner
 
 
 def test_close_to_multilevel_on_communities(community):

@@ -1,11 +1,11 @@
 import numpy as np
 import pytest
 
-from partition.errors import PartitionError
-from partition.hdrf import EdgeOrder, HDRFPartitioner, HDRFState
-from partition.metrics import undirected_edges, vertex_cut_replication
-from partition.multilevel import MultilevelPartitioner
-from partition.types import CutKind
+from strata.partition.errors import PartitionError
+from strata.partition.hdrf import EdgeOrder, HDRFPartitioner, HDRFState
+from strata.partition.metrics import undirected_edges, vertex_cut_replication
+from strata.partition.multilevel import MultilevelPartitioner
+from strata.partition.types import CutKind
 
 
 @pytest.mark.parametrize("k", [4, 8])

@@ -1,10 +1,10 @@
 import numpy as np
 import pytest
 
-from partition.chunking import ChunkConfig, split_chunks
-from partition.errors import PartitionError
-from partition.load_plan import LoadMode, plan_loads
-from partition.multilevel import MultilevelPartitioner
+from strata.partition.chunking import ChunkConfig, split_chunks
+from strata.partition.errors import PartitionError
+from strata.partition.load_plan import LoadMode, plan_loads
+from strata.partition.multilevel import MultilevelPartitioner
 
 
 @pytest.fixture(scope="module")

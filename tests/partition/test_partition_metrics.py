@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 from partition_helpers import from_networkx
 
-from partition.metrics import (
+from strata.partition.metrics import (
     as_undirected_simple,
     balance,
     balance_cap,
@@ -15,7 +15,7 @@ from partition.metrics import (
     undirected_edges,
     vertex_cut_replication,
 )
-from storage import CSRGraph
+from strata.storage import CSRGraph
 
 
 def test_ring_cut_balance_halo(ring8):

@@ -2,10 +2,10 @@ import numpy as np
 import pymetis
 import pytest
 
-from partition.baselines import MetisReference, RandomPartitioner
-from partition.metrics import balance_cap
-from partition.multilevel import MultilevelPartitioner
-from storage import CSRGraph
+from strata.partition.baselines import MetisReference, RandomPartitioner
+from strata.partition.metrics import balance_cap
+from strata.partition.multilevel import MultilevelPartitioner
+from strata.storage import CSRGraph
 
 SEEDS = tuple(range(1, 12))
 

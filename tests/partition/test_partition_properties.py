@@ -4,14 +4,14 @@ import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from partition.baselines import RandomPartitioner
-from partition.book import build_book
-from partition.grem import GremPartitioner
-from partition.metrics import balance_cap
-from partition.multilevel import MultilevelPartitioner
-from partition.streaming import FennelPartitioner, LDGPartitioner
-from storage import CSRGraph
-from storage.generators import sbm
+from strata.partition.baselines import RandomPartitioner
+from strata.partition.book import build_book
+from strata.partition.grem import GremPartitioner
+from strata.partition.metrics import balance_cap
+from strata.partition.multilevel import MultilevelPartitioner
+from strata.partition.streaming import FennelPartitioner, LDGPartitioner
+from strata.storage import CSRGraph
+from strata.storage.generators import sbm
 
 CAPPED = [
     MultilevelPartitioner,

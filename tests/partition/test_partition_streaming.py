@@ -1,9 +1,9 @@
 import numpy as np
 import pytest
 
-from partition.baselines import HashPartitioner, RandomPartitioner
-from partition.metrics import balance_cap
-from partition.streaming import FennelPartitioner, LDGPartitioner, StreamOrder
+from strata.partition.baselines import HashPartitioner, RandomPartitioner
+from strata.partition.metrics import balance_cap
+from strata.partition.streaming import FennelPartitioner, LDGPartitioner, StreamOrder
 
 RULES = [LDGPartitioner, FennelPartitioner]
 

@@ -5,7 +5,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from storage import CSRGraph, DuplicatePolicy, GraphError, SelfLoopPolicy
+from strata.storage import CSRGraph, DuplicatePolicy, GraphError, SelfLoopPolicy
 
 # 0 ──▶ 1 ──▶ 2      TINY: 5 nodes, 5 edges, every in-degree 1
 # ▲     │

@@ -12,8 +12,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from storage import CSRGraph, DatasetError, FeatureError, GraphDataset, load_planetoid
-from storage.dataset import (
+from strata.storage import (
+    CSRGraph,
+    DatasetError,
+    FeatureError,
+    GraphDataset,
+    load_planetoid,
+)
+from strata.storage.dataset import (
     delete_arrays,
     load_arrays,
     open_dataset,

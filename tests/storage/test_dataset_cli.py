@@ -5,9 +5,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from engine.command import Command
-from operators.cli.dataset import DatasetCommand
-from storage import open_dataset, read_manifest, save_arrays
+from strata.engine.command import Command
+from strata.operators.cli.dataset import DatasetCommand
+from strata.storage import open_dataset, read_manifest, save_arrays
 
 
 def run(*argv):

@@ -6,12 +6,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import storage.dynamic.features
-import storage.dynamic.graph
-from storage.csr import CSRGraph
-from storage.dynamic import CompactionPolicy, DynamicGraph, NodeFeatureTable
-from storage.errors import FeatureError, GraphError
-from storage.updates import UpdateKind, edge_updates, make_updates
+import strata.storage.dynamic.features
+import strata.storage.dynamic.graph
+from strata.storage.csr import CSRGraph
+from strata.storage.dynamic import CompactionPolicy, DynamicGraph, NodeFeatureTable
+from strata.storage.errors import FeatureError, GraphError
+from strata.storage.updates import UpdateKind, edge_updates, make_updates
 
 K = UpdateKind
 DIM = 2
@@ -237,6 +237,8 @@ def test_feature_table_state_round_trip():
     assert back.get(np.array([4])).tolist() == [[5.0, 6.0]]
 
 
-@pytest.mark.parametrize("module", [storage.dynamic.graph, storage.dynamic.features])
+@pytest.mark.parametrize(
+    "module", [strata.storage.dynamic.graph, strata.storage.dynamic.features]
+)
 def test_docstring_examples(module):
     assert doctest.testmod(module).failed == 0

@@ -7,8 +7,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from storage import DuplicatePolicy, FormatError
-from storage.loaders import load_edge_list, read_edges
+from strata.storage import DuplicatePolicy, FormatError
+from strata.storage.loaders import load_edge_list, read_edges
 
 
 def _pairs(edges):

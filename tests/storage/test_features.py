@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 import torch
 
-from storage import CSRGraph, DatasetError, FeatureError, GraphDataset
-from storage.dataset import open_dataset, save_dataset
-from storage.features import ArrowFeatureStore, InMemoryFeatureStore, Key
+from strata.storage import CSRGraph, DatasetError, FeatureError, GraphDataset
+from strata.storage.dataset import open_dataset, save_dataset
+from strata.storage.features import ArrowFeatureStore, InMemoryFeatureStore, Key
 
 N = 50
 RING = CSRGraph.from_edges(np.arange(N), (np.arange(N) + 1) % N, N)
@@ -174,7 +174,7 @@ def test_arrow_put_is_persistent_and_checked(tmp_path):
 
 
 def test_arrow_store_needs_a_graph(tmp_path):
-    from storage.dataset import save_arrays
+    from strata.storage.dataset import save_arrays
 
     save_arrays(tmp_path, "book", {"a": np.arange(3)})
     with pytest.raises(DatasetError, match="with a graph"):
@@ -184,7 +184,7 @@ def test_arrow_store_needs_a_graph(tmp_path):
 _MEMORY_PROBE = textwrap.dedent(
     """
     import json, sys, numpy as np, psutil
-    from storage.features import ArrowFeatureStore
+    from strata.storage.features import ArrowFeatureStore
     proc = psutil.Process()
     rss = lambda: proc.memory_info().rss
     cold = rss()

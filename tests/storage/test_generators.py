@@ -3,9 +3,9 @@ import numba
 import numpy as np
 import pytest
 
-from storage import DuplicatePolicy, GraphError, SelfLoopPolicy
-from storage.errors import FeatureError
-from storage.generators import (
+from strata.storage import DuplicatePolicy, GraphError, SelfLoopPolicy
+from strata.storage.errors import FeatureError
+from strata.storage.generators import (
     community_features,
     random_geometric,
     rmat,

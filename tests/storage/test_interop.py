@@ -6,9 +6,9 @@ import pytest
 import scipy.sparse as sp
 import torch
 
-from storage import CSRGraph, GraphDataset, load_planetoid
-from storage.generators import rmat
-from storage.interop import (
+from strata.storage import CSRGraph, GraphDataset, load_planetoid
+from strata.storage.generators import rmat
+from strata.storage.interop import (
     from_dgl,
     from_networkx,
     from_pyg,
@@ -147,8 +147,8 @@ def test_missing_library_is_a_clear_import_error(monkeypatch, function, module):
 
 
 def test_pyg_feature_and_graph_store_adapters(cora, tmp_path):
-    from storage import ArrowFeatureStore, Key, save_dataset
-    from storage.interop import to_pyg_stores
+    from strata.storage import ArrowFeatureStore, Key, save_dataset
+    from strata.storage.interop import to_pyg_stores
 
     save_dataset(cora, tmp_path)
     fs, gs = to_pyg_stores(ArrowFeatureStore(tmp_path), cora.graph)

@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from storage import FormatError
-from storage.loaders import load_planetoid
-from storage.loaders.planetoid import shipped_planetoid_dir
+from strata.storage import FormatError
+from strata.storage.loaders import load_planetoid
+from strata.storage.loaders.planetoid import shipped_planetoid_dir
 
 torch_geometric = pytest.importorskip("torch_geometric")
 

@@ -3,10 +3,10 @@ import shutil
 import numpy as np
 import pytest
 
-from storage import FormatError, GraphDataset, save_dataset
-from storage.generators import rmat
-from storage.loaders.planetoid import shipped_planetoid_dir
-from storage.spec import GraphSpec, load_graph, parse_spec
+from strata.storage import FormatError, GraphDataset, save_dataset
+from strata.storage.generators import rmat
+from strata.storage.loaders.planetoid import shipped_planetoid_dir
+from strata.storage.spec import GraphSpec, load_graph, parse_spec
 
 
 def test_parse_generators():

@@ -9,16 +9,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import storage.update_log.log
-import storage.updates
-from storage.update_log import (
+import strata.storage.update_log.log
+import strata.storage.updates
+from strata.storage.update_log import (
     LogConfig,
     LogError,
     LogFullError,
     LogSeqGapError,
     UpdateLog,
 )
-from storage.updates import UpdateError, UpdateLimits, edge_updates
+from strata.storage.updates import UpdateError, UpdateLimits, edge_updates
 
 
 def batch_of(start, rows):
@@ -271,7 +271,9 @@ def test_records_carry_producer_and_event_times(tmp_path):
         assert log.verify() == 1
 
 
-@pytest.mark.parametrize("module", [storage.updates, storage.update_log.log])
+@pytest.mark.parametrize(
+    "module", [strata.storage.updates, strata.storage.update_log.log]
+)
 def test_docstring_examples(module):
     assert doctest.testmod(module).failed == 0
 

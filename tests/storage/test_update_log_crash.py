@@ -8,9 +8,9 @@ import time
 import numpy as np
 import pytest
 
-from storage.update_log import LogConfig, LogCorruptError, UpdateLog
-from storage.update_log import _format as fmt
-from storage.updates import edge_updates
+from strata.storage.update_log import LogConfig, LogCorruptError, UpdateLog
+from strata.storage.update_log import _format as fmt
+from strata.storage.updates import edge_updates
 
 
 def batch_for(seq):
@@ -131,7 +131,7 @@ CHILD = """
 import sys
 sys.path.insert(0, {tests!r})
 from test_update_log_crash import CONFIG, batch_for
-from storage.update_log import UpdateLog
+from strata.storage.update_log import UpdateLog
 
 log = UpdateLog({path!r}, CONFIG)
 seq = log.high_water("p")

@@ -2,7 +2,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from storage.updates import (
+from strata.storage.updates import (
     UpdateError,
     UpdateKind,
     UpdateLimits,

@@ -23,7 +23,7 @@ from run_streaming import windows_for_curve
 from streaming_checks import exactness_run, window_curve
 from streaming_harness import make_setup, throughput_row
 
-from operators.streaming import Count, Immediate
+from strata.operators.streaming import Count, Immediate
 
 
 @pytest.fixture(autouse=True)

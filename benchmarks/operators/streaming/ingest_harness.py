@@ -1,14 +1,14 @@
 """Sustained ingestion over loopback: acknowledged updates per second, peak RSS.
 
-The endpoint (:class:`operators.streaming.ingest.IngestServer` over an
-:class:`storage.UpdateLog` with the default configuration, so the default disk
+The endpoint (:class:`strata.operators.streaming.ingest.IngestServer` over an
+:class:`strata.storage.UpdateLog` with the default configuration, so the default disk
 quota; fsync before every ack, group commit) runs in its own process, so its
 resident memory is measured alone (sampled every 0.1 s with psutil). With
 ``retention_s`` a consumer that checkpoints is simulated by truncating the log below
 its committed offset that often (what a checkpointing ``ZmqIngest`` does); without
 it nothing is ever truncated, the log fills its quota, and producers are answered
 "retry" (backpressure) from then on. The producer, in this process, is a real
-:class:`~operators.streaming.client.IngestClient` keeping ``window`` batches of
+:class:`~strata.operators.streaming.client.IngestClient` keeping ``window`` batches of
 ``batch_rows`` edge updates in flight; its report counts acknowledged rows and the
 "log full" answers it got.
 """
@@ -26,15 +26,15 @@ import numpy as np
 import psutil
 import pyarrow as pa
 
-from operators.streaming.client import IngestClient, IngestTimeoutError
-from storage import edge_updates
+from strata.operators.streaming.client import IngestClient, IngestTimeoutError
+from strata.storage import edge_updates
 
 
 def _serve(
     log_dir: str, queue: Any, stop: Any, retention_s: float | None
 ) -> None:  # pragma: no cover - child
-    from operators.streaming.ingest import IngestServer
-    from storage import LogConfig, UpdateLimits, UpdateLog
+    from strata.operators.streaming.ingest import IngestServer
+    from strata.storage import LogConfig, UpdateLimits, UpdateLog
 
     log = UpdateLog(f"{log_dir}/log", LogConfig(limits=None))  # the default quota
     server = IngestServer(

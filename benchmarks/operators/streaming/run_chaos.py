@@ -25,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-from operators.streaming.chaos import (
+from strata.operators.streaming.chaos import (
     CommandTrial,
     free_endpoint,
     run_trials,
@@ -57,9 +57,9 @@ def _job_argv(directory: Path, sets: dict[str, object], report: Path) -> list[st
 
 
 def job(rows: int, rate: float, batch_rows: int, kills: tuple[int, ...]) -> dict:
-    from jobs import stream_ingest
-    from operators.streaming import UpdateStream
-    from operators.streaming.update_files import write_update_file
+    from strata.jobs import stream_ingest
+    from strata.operators.streaming import UpdateStream
+    from strata.operators.streaming.update_files import write_update_file
 
     directory = Path(tempfile.mkdtemp(prefix="chaos-job-"))
     graph = "sbm:n=20000,blocks=8,features=32,degree=10,seed=0"  # the job's default

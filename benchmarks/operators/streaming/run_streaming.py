@@ -32,7 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from streaming_checks import exactness_run, window_curve
 from streaming_harness import crossover, make_setup, throughput_row
 
-from operators.streaming import Adaptive, Count, Immediate, Session
+from strata.operators.streaming import Adaptive, Count, Immediate, Session
 
 
 def windows_for_curve() -> dict:

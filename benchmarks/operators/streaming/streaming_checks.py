@@ -10,7 +10,7 @@ import pyarrow as pa
 import torch
 from streaming_harness import DIM, MIX, Setup
 
-from operators.streaming import (
+from strata.operators.streaming import (
     Count,
     LayerDelta,
     StreamingGNN,
@@ -20,7 +20,7 @@ from operators.streaming import (
     WindowBuffer,
     full_recompute,
 )
-from storage import DynamicGraph, UpdateKind, decode_updates, make_updates
+from strata.storage import DynamicGraph, UpdateKind, decode_updates, make_updates
 
 _COUNTERS = ("agg_rows", "rows_out", "pairs_out", "flushes")
 

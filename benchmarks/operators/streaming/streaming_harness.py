@@ -3,10 +3,11 @@
 Three ways to keep a 2-layer model's embeddings current while update batches of
 ``B`` rows arrive, on the same graph, model, batches and kernels:
 
-* ``incremental``: :class:`operators.streaming.StreamingGNN` (one flush per batch);
+* ``incremental``: :class:`strata.operators.streaming.StreamingGNN` (one flush per
+  batch);
 * ``affected``: baseline (a), DGL-style: per batch, the vertices whose embedding may
   change get full L-hop in-neighbour blocks and one forward of the batch model
-  (:class:`operators.streaming.AffectedRecompute`);
+  (:class:`strata.operators.streaming.AffectedRecompute`);
 * ``full``: baseline (b), a full-graph forward of the batch model per batch.
 
 All three include applying the batch to their graph. The callers give torch (the
@@ -32,8 +33,8 @@ import numpy as np
 import pyarrow as pa
 import torch
 
-from operators.layers import GCN, GraphSAGE
-from operators.streaming import (
+from strata.operators.layers import GCN, GraphSAGE
+from strata.operators.streaming import (
     AffectedRecompute,
     LayerDelta,
     StreamingGNN,
@@ -41,7 +42,13 @@ from operators.streaming import (
     UpdateStream,
     full_recompute,
 )
-from storage import CSRGraph, DynamicGraph, UpdateKind, decode_updates, rmat_edges
+from strata.storage import (
+    CSRGraph,
+    DynamicGraph,
+    UpdateKind,
+    decode_updates,
+    rmat_edges,
+)
 
 DIM = 64
 MIX = (0.7, 0.2, 0.1)  # add_edge, remove_edge (20% deletions), set_feature

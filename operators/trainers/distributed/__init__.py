@@ -14,9 +14,9 @@
 
 Example (starts a gang, so not a doctest)::
 
-    from storage import load_planetoid
-    from operators.trainers import ModelConfig, TrainConfig
-    from operators.trainers.distributed import DistributedConfig, DistributedTrainer
+    from strata.storage import load_planetoid from strata.operators.trainers import
+    ModelConfig, TrainConfig from strata.operators.trainers.distributed import
+    DistributedConfig, DistributedTrainer
 
     config = TrainConfig(ModelConfig("gcn"), epochs=20)
     dist = DistributedConfig(workers=2, mode="hongtu", device_budget=8 << 20)
@@ -24,23 +24,25 @@ Example (starts a gang, so not a doctest)::
     run.result.test_accuracy, run.report["plan"]["chunks"]
 """
 
-from operators.trainers.distributed.config import (
+from strata.operators.trainers.distributed.config import (
     CachePolicy,
     DistributedConfig,
     Fault,
     Level1,
     Mode,
 )
-from operators.trainers.distributed.counters import TransferCounters
-from operators.trainers.distributed.dropout import counter_dropout, keep_mask
-from operators.trainers.distributed.halo import (
+from strata.operators.trainers.distributed.counters import TransferCounters
+from strata.operators.trainers.distributed.dropout import counter_dropout, keep_mask
+from strata.operators.trainers.distributed.halo import (
     HaloPlan,
     all_to_all_rows,
     halo_exchange,
 )
-from operators.trainers.distributed.partition_parallel import PartitionParallelEngine
-from operators.trainers.distributed.reference import CounterDropoutTrainer
-from operators.trainers.distributed.trainer import (
+from strata.operators.trainers.distributed.partition_parallel import (
+    PartitionParallelEngine,
+)
+from strata.operators.trainers.distributed.reference import CounterDropoutTrainer
+from strata.operators.trainers.distributed.trainer import (
     ENGINES,
     DistributedResult,
     DistributedTrainer,

@@ -1,6 +1,6 @@
 """How a full-graph run is spread over a gang: :class:`DistributedConfig`.
 
-The model, optimiser and epochs stay in :class:`~operators.trainers.TrainConfig`;
+The model, optimiser and epochs stay in :class:`~strata.operators.trainers.TrainConfig`;
 this config says how many workers train, how the graph is split among them and
 which mode runs:
 
@@ -13,7 +13,7 @@ which mode runs:
   ``device_budget`` bytes, with deduplicated loading (:attr:`dedup`) and a
   recompute-or-cache rule per layer (:attr:`cache_policy`).
 * the Emma option (``emma.md``) builds on the exact mode's engine and loop; it has
-  its own step (:class:`~operators.trainers.distributed.emma.EmmaTrainer`), so
+  its own step (:class:`~strata.operators.trainers.distributed.emma.EmmaTrainer`), so
   ``mode="emma"`` here fails with an error pointing to it.
 
 Both exact modes give the result of single-device training (up to float
@@ -28,7 +28,8 @@ Examples:
     >>> DistributedConfig(workers=2, chunks=4)  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
-    operators.errors.OperatorError: chunks in DistributedConfig: expected chunks=None \
+    strata.operators.errors.OperatorError: chunks in DistributedConfig: expected \
+chunks=None \
 with mode='exact', got chunks=4. Hint: ...
 """
 
@@ -38,8 +39,8 @@ import enum
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from operators.errors import OperatorError
-from partition import ChunkMethod, LoadMode
+from strata.operators.errors import OperatorError
+from strata.partition import ChunkMethod, LoadMode
 
 _WHERE = "DistributedConfig"
 
@@ -62,8 +63,8 @@ class CachePolicy(enum.Enum):
 class Level1(enum.Enum):
     """The level-1 partitioner: one part per worker."""
 
-    METIS = "metis"  # partition.MultilevelPartitioner (default)
-    RANDOM = "random"  # partition.RandomPartitioner (a worst case for halos)
+    METIS = "metis"  # strata.partition.MultilevelPartitioner (default)
+    RANDOM = "random"  # strata.partition.RandomPartitioner (a worst case for halos)
 
 
 @dataclass(frozen=True, slots=True)
@@ -155,7 +156,8 @@ class DistributedConfig:
                 _WHERE,
                 "'exact' or 'hongtu'",
                 "'emma'",
-                "the Emma option runs through operators.trainers.distributed.emma."
+                "the Emma option runs through "
+                "strata.operators.trainers.distributed.emma."
                 "EmmaTrainer(config, DistributedConfig(mode='exact'), EmmaConfig())",
             )
         set_(self, "mode", _enum(Mode, self.mode, "mode"))

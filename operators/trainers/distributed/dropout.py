@@ -8,7 +8,7 @@ result would depend on the worker count. Here the keep/drop bit of element
 ``(v, j)`` of layer ``l``'s input in epoch ``e`` is a hash of
 ``(seed, epoch, layer, v, j)``: every worker, every chunk and every recompute
 draws the same mask, and so does the single-device reference
-(:class:`~operators.trainers.distributed.reference.CounterDropoutTrainer`), which
+(:class:`~strata.operators.trainers.distributed.reference.CounterDropoutTrainer`), which
 makes the distributed trainers exactly comparable with dropout on.
 
 The hash is a 32-bit integer finaliser (two multiply-xorshift rounds, constants

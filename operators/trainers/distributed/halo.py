@@ -11,7 +11,7 @@ the owned rows' gradient, so a row read by several peers sums their gradients.
 API (what a partition-parallel loop, Emma's included, calls):
 
 * :class:`HaloPlan` -- who sends which rows to whom, for one worker.
-  :meth:`HaloPlan.from_book` builds it from a :class:`~partition.PartitionBook`
+  :meth:`HaloPlan.from_book` builds it from a :class:`~strata.partition.PartitionBook`
   (local ids: owned rows ``0..n_g-1``, then the halo); :meth:`HaloPlan.restrict`
   keeps only the rows whose *global id* is active, deciding on both sides from
   the id alone, so no mask is exchanged (Emma's source chunking: the halo
@@ -21,7 +21,7 @@ API (what a partition-parallel loop, Emma's included, calls):
   returns ``[plan.num_out, ...]`` halo rows, differentiable in ``x_owned``.
 * :func:`all_to_all_rows` -- the one collective underneath: rows grouped by
   destination in, rows grouped by source out (zero-length groups allowed).
-* Counters (:class:`~operators.trainers.distributed.counters.TransferCounters`):
+* Counters (:class:`~strata.operators.trainers.distributed.counters.TransferCounters`):
   ``halo_send_rows``, ``halo_recv_rows``, ``halo_send_bytes``,
   ``halo_recv_bytes`` per peer, under ``phase`` in forward and ``"bwd"`` in
   backward, at ``layer``.
@@ -37,8 +37,8 @@ Example (inside a gang worker, ``book`` a ``PartitionBook``)::
 
 Examples:
     >>> import dataclasses, numpy as np
-    >>> from storage import CSRGraph
-    >>> from partition import RandomPartitioner, build_book
+    >>> from strata.storage import CSRGraph
+    >>> from strata.partition import RandomPartitioner, build_book
     >>> ring = CSRGraph.from_edges(np.arange(4), (np.arange(4) + 1) % 4)  # i -> i+1
     >>> halves = dataclasses.replace(RandomPartitioner(k=2).partition(ring),
     ...                              assignment=np.array([0, 0, 1, 1], np.int32))
@@ -59,8 +59,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from operators.trainers.distributed.counters import TransferCounters
-from partition import PartitionBook
+from strata.operators.trainers.distributed.counters import TransferCounters
+from strata.partition import PartitionBook
 
 
 @dataclass(frozen=True, slots=True, eq=False)

@@ -1,7 +1,7 @@
 """What every worker of a distributed run receives: :class:`WorkerInputs`.
 
 The parent builds the run's arrays once, before the gang starts, and places them
-in one shared-memory segment (:class:`engine.gang.SharedTensors`): features,
+in one shared-memory segment (:class:`strata.engine.gang.SharedTensors`): features,
 labels, split masks, the partition book, the propagation graph and, for HongTu,
 the host store and the chunk plans. Workers receive a small picklable
 :class:`WorkerInputs` and map the segment, so nothing graph-sized is pickled
@@ -10,7 +10,7 @@ returns one group as numpy views.
 
 Examples:
     >>> import numpy as np
-    >>> from engine.gang import SharedTensors
+    >>> from strata.engine.gang import SharedTensors
     >>> shared = SharedTensors.from_arrays(prefixed("book.", {"owner": np.zeros(3)}))
     >>> sorted(group(shared, "book."))
     ['owner']
@@ -25,9 +25,9 @@ from typing import Any
 
 import numpy as np
 
-from engine.gang import SharedTensors
-from operators.trainers.config import TrainConfig
-from operators.trainers.distributed.config import DistributedConfig
+from strata.engine.gang import SharedTensors
+from strata.operators.trainers.config import TrainConfig
+from strata.operators.trainers.distributed.config import DistributedConfig
 
 
 def prefixed(prefix: str, arrays: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:

@@ -8,18 +8,18 @@ on the whole graph, exactly as the single-device layers compute them, and every
 slice copies its rows' edges in their original order:
 
 * ``gcn``: PyG's ``add_remaining_self_loops`` graph with the symmetric
-  coefficients of :func:`operators.layers.gcn_conv.gcn_coefficients`;
+  coefficients of :func:`strata.operators.layers.gcn_conv.gcn_coefficients`;
 * ``mean``: the raw in-edges, and a per-destination scale ``1 / in_degree``
-  applied after the sum (as :func:`operators.kernels.aggregate` does);
+  applied after the sum (as :func:`strata.operators.kernels.aggregate` does);
 * ``sum`` (GIN, SAGE-sum) and ``max``: the raw in-edges, unweighted (as
-  :func:`~operators.kernels.aggregate`, which ignores edge weights).
+  :func:`~strata.operators.kernels.aggregate`, which ignores edge weights).
 
 Each destination keeps all its in-edges, in the global order, so a slice sums
 the same terms in the same order as the single-device kernel.
 
 Examples:
     >>> import numpy as np
-    >>> from storage import CSRGraph
+    >>> from strata.storage import CSRGraph
     >>> g = CSRGraph.from_edges(np.array([0, 1, 2, 3]), np.array([1, 2, 3, 0]))
     >>> prop = PropagationGraph.build(g, "gcn")
     >>> local = prop.slice(np.array([1, 2]), np.array([0, 1, 2]))  # D, S
@@ -36,10 +36,10 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from operators.errors import OperatorError
-from operators.kernels import DeviceGraph
-from operators.layers.gcn_conv import gcn_coefficients
-from storage import CSRGraph
+from strata.operators.errors import OperatorError
+from strata.operators.kernels import DeviceGraph
+from strata.operators.layers.gcn_conv import gcn_coefficients
+from strata.storage import CSRGraph
 
 #: Aggregations a slice supports.
 KINDS = ("gcn", "mean", "sum", "max")

@@ -1,6 +1,6 @@
 """The epoch loop every rank runs, around a mode-specific :class:`WorkerEngine`.
 
-It mirrors the single-device loop (:mod:`operators.trainers.base`) step for step,
+It mirrors the single-device loop (:mod:`strata.operators.trainers.base`) step for step,
 so a distributed run's records equal the oracle's: seed and build the model (the
 same code as ``FullGraphTrainer``), broadcast rank 0's weights, build Adam; then
 per epoch zero the gradients, let the engine run one full-graph forward and
@@ -15,7 +15,7 @@ and the final weights, every rank returns its transfer counters and report.
 
 A :class:`WorkerEngine` (``PartitionParallelEngine``, ``ChunkedEngine``, and the
 Emma option's engine later) implements three methods and keeps a
-:class:`~operators.trainers.distributed.counters.TransferCounters`.
+:class:`~strata.operators.trainers.distributed.counters.TransferCounters`.
 """
 
 from __future__ import annotations
@@ -32,15 +32,15 @@ import numba
 import torch
 from numba.np.ufunc.parallel import threading_layer
 
-from engine.gang import GangContext, GradientAllReducer, broadcast_module
-from operators.layers import BasicGNN
-from operators.trainers.base import SplitMetrics, build_optimizer
-from operators.trainers.config import Monitor, TrainConfig
-from operators.trainers.data import SPLITS
-from operators.trainers.distributed.config import DistributedConfig
-from operators.trainers.distributed.counters import TransferCounters
-from operators.trainers.early_stopping import EarlyStopping
-from operators.trainers.records import EpochRecord, TrainResult
+from strata.engine.gang import GangContext, GradientAllReducer, broadcast_module
+from strata.operators.layers import BasicGNN
+from strata.operators.trainers.base import SplitMetrics, build_optimizer
+from strata.operators.trainers.config import Monitor, TrainConfig
+from strata.operators.trainers.data import SPLITS
+from strata.operators.trainers.distributed.config import DistributedConfig
+from strata.operators.trainers.distributed.counters import TransferCounters
+from strata.operators.trainers.early_stopping import EarlyStopping
+from strata.operators.trainers.records import EpochRecord, TrainResult
 
 
 class WorkerEngine(Protocol):

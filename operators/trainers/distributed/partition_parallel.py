@@ -4,15 +4,15 @@ Worker ``g`` owns part ``P_g`` of a level-1 partition: its feature rows, its
 labels and every layer's activations of those rows stay on its device. Its local
 rows are its own, then its halo (``PartitionBook`` local ids), and its local
 graph holds every in-edge of its own vertices with *global* coefficients
-(:mod:`~operators.trainers.distributed.local_graph`). One layer:
+(:mod:`~strata.operators.trainers.distributed.local_graph`). One layer:
 
 1. ``exchange``: the halo rows arrive from their owners
-   (:func:`~operators.trainers.distributed.halo.halo_exchange`; its backward
+   (:func:`~strata.operators.trainers.distributed.halo.halo_exchange`; its backward
    sends the halo gradients back and adds them to the owners' rows). The input
    features never change, so their halo rows cross once, at setup;
 2. dropout with the counter-based mask of each row's global id;
 3. ``aggregate`` over the local graph, then ``combine`` with the layer's weights
-   (:mod:`~operators.trainers.distributed.programs`), then the activation.
+   (:mod:`~strata.operators.trainers.distributed.programs`), then the activation.
 
 The loss is the sum of the cross-entropy over the worker's training nodes divided
 by the *global* training count, so the all-reduced sum of the gradients is the
@@ -36,17 +36,17 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from engine.gang import GangContext
-from operators.layers import BasicGNN
-from operators.trainers.base import SplitMetrics
-from operators.trainers.distributed.counters import TransferCounters
-from operators.trainers.distributed.dropout import counter_dropout
-from operators.trainers.distributed.halo import HaloPlan, halo_exchange
-from operators.trainers.distributed.inputs import WorkerInputs
-from operators.trainers.distributed.local_graph import PropagationGraph
-from operators.trainers.distributed.loop import reduce_split_metrics
-from operators.trainers.distributed.programs import SliceTensors, program_for
-from partition import PartitionBook
+from strata.engine.gang import GangContext
+from strata.operators.layers import BasicGNN
+from strata.operators.trainers.base import SplitMetrics
+from strata.operators.trainers.distributed.counters import TransferCounters
+from strata.operators.trainers.distributed.dropout import counter_dropout
+from strata.operators.trainers.distributed.halo import HaloPlan, halo_exchange
+from strata.operators.trainers.distributed.inputs import WorkerInputs
+from strata.operators.trainers.distributed.local_graph import PropagationGraph
+from strata.operators.trainers.distributed.loop import reduce_split_metrics
+from strata.operators.trainers.distributed.programs import SliceTensors, program_for
+from strata.partition import PartitionBook
 
 
 class PartitionParallelEngine:

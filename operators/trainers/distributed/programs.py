@@ -1,8 +1,8 @@
 """Layer programs: a model's layer as aggregate-then-combine over a local slice.
 
-The single-device layers (:mod:`operators.layers`) aggregate over a whole graph
+The single-device layers (:mod:`strata.operators.layers`) aggregate over a whole graph
 and normalise with that graph's degrees. A distributed worker instead owns a
-slice (:class:`~operators.trainers.distributed.local_graph.LocalGraph`) whose
+slice (:class:`~strata.operators.trainers.distributed.local_graph.LocalGraph`) whose
 coefficients were computed globally, so it runs each layer as two parts using
 the layer's own parameters:
 
@@ -22,9 +22,9 @@ softmax over the slice and is not wired in (:func:`program_for` says so).
 
 Examples:
     >>> import numpy as np, torch
-    >>> from storage import CSRGraph
-    >>> from operators.layers import GCN
-    >>> from operators.trainers.distributed.local_graph import PropagationGraph
+    >>> from strata.storage import CSRGraph
+    >>> from strata.operators.layers import GCN
+    >>> from strata.operators.trainers.distributed.local_graph import PropagationGraph
     >>> g = CSRGraph.from_edges(np.array([0, 1, 2]), np.array([1, 2, 0]))
     >>> model = GCN(4, 8, 2, num_layers=1)
     >>> x = torch.randn(3, 4)
@@ -45,10 +45,10 @@ from typing import Any, Protocol, cast
 import torch
 import torch.nn.functional as F
 
-from operators.errors import OperatorError
-from operators.kernels import DeviceGraph, aggregate, aggregate_first, spmm
-from operators.layers import BasicGNN
-from operators.trainers.distributed.local_graph import LocalGraph
+from strata.operators.errors import OperatorError
+from strata.operators.kernels import DeviceGraph, aggregate, aggregate_first, spmm
+from strata.operators.layers import BasicGNN
+from strata.operators.trainers.distributed.local_graph import LocalGraph
 
 #: Models a distributed trainer runs.
 MODELS = ("gcn", "sage", "gin")
@@ -219,7 +219,7 @@ class LayerProgram:
         """The whole layer (before the activation), in the cheaper order.
 
         GCN and SAGE with a linear aggregation may transform before aggregating
-        (``A (X W) == (A X) W``); :func:`operators.kernels.aggregate_first`
+        (``A (X W) == (A X) W``); :func:`strata.operators.kernels.aggregate_first`
         decides, as the single-device layers do. GIN's MLP comes after the sum.
         """
         if self.model == "gin" or not self.linear:

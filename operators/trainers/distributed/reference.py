@@ -1,16 +1,16 @@
 """The single-device oracle with the distributed trainers' dropout rule.
 
-:class:`~operators.trainers.FullGraphTrainer` draws dropout masks from torch's
+:class:`~strata.operators.trainers.FullGraphTrainer` draws dropout masks from torch's
 generator, which no partitioned run can reproduce. :class:`CounterDropoutTrainer`
 is the same trainer (same model, optimiser, epoch loop, evaluation) whose
 training forward pass draws masks with
-:func:`~operators.trainers.distributed.dropout.counter_dropout`, keyed by
+:func:`~strata.operators.trainers.distributed.dropout.counter_dropout`, keyed by
 (seed, epoch, layer, node id): exactly the masks every distributed worker draws.
 With ``dropout=0`` both trainers are the plain ``FullGraphTrainer``.
 
 Examples:
-    >>> from storage import load_planetoid
-    >>> from operators.trainers import ModelConfig, TrainConfig
+    >>> from strata.storage import load_planetoid
+    >>> from strata.operators.trainers import ModelConfig, TrainConfig
     >>> config = TrainConfig(ModelConfig("gcn", hidden=16), epochs=2, device="cpu")
     >>> result = CounterDropoutTrainer(config).fit(load_planetoid("cora"))
     >>> result.epochs_run
@@ -21,9 +21,9 @@ from __future__ import annotations
 
 import torch
 
-from operators.layers import BasicGNN
-from operators.trainers.distributed.dropout import counter_dropout
-from operators.trainers.full_graph import FullGraphTrainer
+from strata.operators.layers import BasicGNN
+from strata.operators.trainers.distributed.dropout import counter_dropout
+from strata.operators.trainers.full_graph import FullGraphTrainer
 
 __all__ = ["CounterDropoutTrainer", "forward_counter_dropout"]
 
@@ -34,7 +34,7 @@ def forward_counter_dropout(
     """``model(graph, x)`` with counter-based dropout before every layer.
 
     Args:
-        model: a model of :mod:`operators.layers` (dropout ``model.dropout``).
+        model: a model of :mod:`strata.operators.layers` (dropout ``model.dropout``).
         graph: the full graph (or its DeviceGraph).
         x: ``[num_nodes, F]`` features, row ``v`` for node ``v``.
         seed: the run's seed.

@@ -8,27 +8,27 @@ One run, in the step's process:
    partition book; compute the propagation graph with global coefficients; for
    HongTu, split the parts into chunks, choose M from the memory model, plan the
    deduplicated loads and allocate the host store
-   (:func:`~operators.trainers.distributed.chunked.plan.build_chunk_plan`);
+   (:func:`~strata.operators.trainers.distributed.chunked.plan.build_chunk_plan`);
 3. place every array in one shared-memory segment *before* the gang starts;
-4. run the gang (:func:`engine.gang.gang_step`): every rank runs
+4. run the gang (:func:`strata.engine.gang.gang_step`): every rank runs
    :func:`train_worker`, the mode's engine inside the common epoch loop;
 5. emit the epoch records (port ``epochs``), the result (``result``) and the run
    report (``report``: the plan, per-worker per-epoch counters, peaks), and add
    the counters to the step's metrics.
 
 The segment is unlinked when the run ends, also when the gang fails; a failed
-gang raises :class:`~engine.gang.GangError` naming the rank.
+gang raises :class:`~strata.engine.gang.GangError` naming the rank.
 
-Like :class:`~operators.trainers.FullGraphTrainer` it emits one record per epoch
+Like :class:`~strata.operators.trainers.FullGraphTrainer` it emits one record per epoch
 and one result, so a job swaps one for the other (``jobs/cora_gcn.py
 --set workers=2``). :meth:`DistributedTrainer.fit` runs it outside a pipeline and
 also returns the final weights.
 
 Example (starts a gang, so not a doctest)::
 
-    from storage import load_planetoid
-    from operators.trainers import ModelConfig, TrainConfig
-    from operators.trainers.distributed import DistributedConfig, DistributedTrainer
+    from strata.storage import load_planetoid from strata.operators.trainers import
+    ModelConfig, TrainConfig from strata.operators.trainers.distributed import
+    DistributedConfig, DistributedTrainer
 
     config = TrainConfig(ModelConfig("gcn", hidden=16), epochs=20)
     run = DistributedTrainer(config, DistributedConfig(workers=2)).fit(
@@ -36,7 +36,7 @@ Example (starts a gang, so not a doctest)::
     run.result.test_accuracy, run.report["totals"]["fwd.halo_send_bytes"]
 
 Examples:
-    >>> from operators.trainers import ModelConfig, TrainConfig
+    >>> from strata.operators.trainers import ModelConfig, TrainConfig
     >>> trainer = DistributedTrainer(TrainConfig(ModelConfig("gcn")),
     ...                              DistributedConfig(workers=2, mode="hongtu"))
     >>> trainer
@@ -53,20 +53,36 @@ from typing import Any, cast
 import numpy as np
 import torch
 
-from engine import Emit, Operator, StepContext
-from engine.gang import GangContext, GangSpec, SharedTensors, gang_step
-from operators.errors import OperatorError
-from operators.trainers.config import TrainConfig
-from operators.trainers.data import FEATURES, SPLITS, TrainingData, as_training_data
-from operators.trainers.distributed.config import DistributedConfig, Level1, Mode
-from operators.trainers.distributed.inputs import WorkerInputs, prefixed
-from operators.trainers.distributed.local_graph import PropagationGraph
-from operators.trainers.distributed.loop import WorkerEngine, build_model, run_worker
-from operators.trainers.distributed.partition_parallel import PartitionParallelEngine
-from operators.trainers.distributed.programs import program_for
-from operators.trainers.records import EpochRecord, TrainResult
-from partition import MultilevelPartitioner, Partition, RandomPartitioner, build_book
-from storage import CSRGraph
+from strata.engine import Emit, Operator, StepContext
+from strata.engine.gang import GangContext, GangSpec, SharedTensors, gang_step
+from strata.operators.errors import OperatorError
+from strata.operators.trainers.config import TrainConfig
+from strata.operators.trainers.data import (
+    FEATURES,
+    SPLITS,
+    TrainingData,
+    as_training_data,
+)
+from strata.operators.trainers.distributed.config import DistributedConfig, Level1, Mode
+from strata.operators.trainers.distributed.inputs import WorkerInputs, prefixed
+from strata.operators.trainers.distributed.local_graph import PropagationGraph
+from strata.operators.trainers.distributed.loop import (
+    WorkerEngine,
+    build_model,
+    run_worker,
+)
+from strata.operators.trainers.distributed.partition_parallel import (
+    PartitionParallelEngine,
+)
+from strata.operators.trainers.distributed.programs import program_for
+from strata.operators.trainers.records import EpochRecord, TrainResult
+from strata.partition import (
+    MultilevelPartitioner,
+    Partition,
+    RandomPartitioner,
+    build_book,
+)
+from strata.storage import CSRGraph
 
 EngineFactory = Callable[[GangContext, WorkerInputs], WorkerEngine]
 
@@ -78,7 +94,7 @@ ENGINES: dict[Mode, EngineFactory] = {Mode.EXACT: PartitionParallelEngine}
 def engine_for(mode: Mode) -> EngineFactory:
     """The worker engine of ``mode``."""
     if mode is Mode.HONGTU and mode not in ENGINES:
-        from operators.trainers.distributed.chunked.trainer import ChunkedEngine
+        from strata.operators.trainers.distributed.chunked.trainer import ChunkedEngine
 
         ENGINES[mode] = ChunkedEngine
     return ENGINES[mode]
@@ -227,7 +243,9 @@ class DistributedTrainer(Operator[Any, Any]):
         book_chunks = None
         host_layout: dict[str, tuple[tuple[int, ...], torch.dtype]] = {}
         if dist.mode is Mode.HONGTU:
-            from operators.trainers.distributed.chunked.plan import build_chunk_plan
+            from strata.operators.trainers.distributed.chunked.plan import (
+                build_chunk_plan,
+            )
 
             chunked = build_chunk_plan(graph, part, prop, model, program, dist)
             book_chunks = chunked.schedule

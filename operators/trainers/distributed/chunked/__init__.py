@@ -9,13 +9,13 @@
 * :mod:`.trainer`: :class:`ChunkedEngine`, one worker's epoch.
 """
 
-from operators.trainers.distributed.chunked.arena import ArenaError, DeviceArena
-from operators.trainers.distributed.chunked.plan import (
+from strata.operators.trainers.distributed.chunked.arena import ArenaError, DeviceArena
+from strata.operators.trainers.distributed.chunked.plan import (
     ChunkPlanBuild,
     build_chunk_plan,
     choose_policies,
 )
-from operators.trainers.distributed.chunked.trainer import ChunkedEngine
+from strata.operators.trainers.distributed.chunked.trainer import ChunkedEngine
 
 __all__ = [
     "ArenaError",

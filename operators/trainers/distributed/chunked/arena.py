@@ -25,14 +25,14 @@ Examples:
     >>> arena.alloc("big", (1 << 20,))                 # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
-    operators.trainers.distributed.chunked.arena.ArenaError: device memory in ...
+    strata.operators.trainers.distributed.chunked.arena.ArenaError: device memory in ...
 """
 
 from __future__ import annotations
 
 import torch
 
-from operators.errors import OperatorError
+from strata.operators.errors import OperatorError
 
 
 class ArenaError(OperatorError):

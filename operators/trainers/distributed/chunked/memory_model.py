@@ -4,7 +4,7 @@
 step's sources), its destinations' intermediates, its topology and the model.
 This module computes that peak *exactly as the chunked trainer allocates*: for
 every layer and step it replays the trainer's arena events (the same buffers,
-in the same order; see :mod:`~operators.trainers.distributed.chunked.trainer`)
+in the same order; see :mod:`~strata.operators.trainers.distributed.chunked.trainer`)
 with the step's sizes from the load plans, and takes the largest live total.
 The trainer then measures its arena against it; a test checks measured <=
 modelled on every configuration it runs.
@@ -23,7 +23,7 @@ Per step, with ``d``/``d'`` the layer's input/output width and 4-byte floats:
 all-reduce buffers and the best-epoch copy.
 
 Examples:
-    >>> from operators.layers import GCN
+    >>> from strata.operators.layers import GCN
     >>> model_state_bytes(GCN(4, 8, 2, num_layers=2), None) // 4  # 58 parameters
     348
 """
@@ -34,9 +34,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from operators.layers import BasicGNN
-from operators.trainers.distributed.config import CachePolicy
-from operators.trainers.distributed.programs import LayerProgram
+from strata.operators.layers import BasicGNN
+from strata.operators.trainers.distributed.config import CachePolicy
+from strata.operators.trainers.distributed.programs import LayerProgram
 
 _B = 4  # float32
 

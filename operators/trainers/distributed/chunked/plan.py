@@ -4,8 +4,8 @@
 
 1. for M in the candidates (``chunks`` if set; else 1, 2, 4, ... up to
    ``max_chunks`` when a ``device_budget`` is set; else 1): split every part into
-   M chunks (:func:`partition.split_chunks`, ordered by overlap), plan the
-   deduplicated loads forward and in reverse (:func:`partition.plan_loads`),
+   M chunks (:func:`strata.partition.split_chunks`, ordered by overlap), plan the
+   deduplicated loads forward and in reverse (:func:`strata.partition.plan_loads`),
    pick each layer's recompute-or-cache policy (:func:`choose_policies`) and
    model every worker's peak (:mod:`.memory_model`); keep the first M whose
    largest peak fits the budget. If none does, fail naming the budget and the
@@ -34,23 +34,23 @@ from typing import Any
 import numpy as np
 import torch
 
-from operators.errors import OperatorError
-from operators.layers import BasicGNN
-from operators.trainers.distributed.chunked.host_store import host_layout
-from operators.trainers.distributed.chunked.memory_model import (
+from strata.operators.errors import OperatorError
+from strata.operators.layers import BasicGNN
+from strata.operators.trainers.distributed.chunked.host_store import host_layout
+from strata.operators.trainers.distributed.chunked.memory_model import (
     StepSizes,
     model_state_bytes,
     worker_peak,
 )
-from operators.trainers.distributed.chunked.steps import (
+from strata.operators.trainers.distributed.chunked.steps import (
     holds_previous,
     pack_steps,
     step_indices,
 )
-from operators.trainers.distributed.config import CachePolicy, DistributedConfig
-from operators.trainers.distributed.local_graph import PropagationGraph
-from operators.trainers.distributed.programs import LayerProgram, layer_widths
-from partition import (
+from strata.operators.trainers.distributed.config import CachePolicy, DistributedConfig
+from strata.operators.trainers.distributed.local_graph import PropagationGraph
+from strata.operators.trainers.distributed.programs import LayerProgram, layer_widths
+from strata.partition import (
     ChunkConfig,
     ChunkSchedule,
     LoadPlan,
@@ -58,7 +58,7 @@ from partition import (
     plan_loads,
     split_chunks,
 )
-from storage import CSRGraph
+from strata.storage import CSRGraph
 
 #: Modelled bandwidths (bytes/s) and aggregation throughput (flop/s).
 B_H2D, B_PEER, FLOPS = 25e9, 300e9, 2e12

@@ -1,6 +1,6 @@
 """A load plan as index arrays for one worker: :class:`StepIndex` per step.
 
-:func:`partition.plan_loads` says, per step, which rows each worker keeps, loads
+:func:`strata.partition.plan_loads` says, per step, which rows each worker keeps, loads
 from the host and copies to or from which peer (global ids). A worker needs
 positions instead: where each row sits in its previous step's buffer (rows of
 ``S_{g,s-1}``), its current one (``S_{g,s}``), the host table and the send and
@@ -20,7 +20,7 @@ previous step's gradient.
 
 Examples:
     >>> import numpy as np
-    >>> from partition import LoadMode, plan_loads
+    >>> from strata.partition import LoadMode, plan_loads
     >>> S = [[np.array([0, 1, 2]), np.array([2, 3])],
     ...      [np.array([1, 2, 4]), np.array([3, 4])]]
     >>> plan = plan_loads(S, np.array([0, 0, 1, 1, 1]), LoadMode.BOTH)
@@ -38,7 +38,7 @@ from dataclasses import dataclass, fields
 
 import numpy as np
 
-from partition import LoadMode, LoadPlan
+from strata.partition import LoadMode, LoadPlan
 
 _EMPTY = np.empty(0, dtype=np.int64)
 

@@ -20,7 +20,7 @@ rows at a time, accounted in a :class:`DeviceArena`. One training epoch
   per row per step (a barrier between steps, pitfall 2).
 
 The loop around it (all-reduce, Adam, evaluation, early stopping) is
-:func:`~operators.trainers.distributed.loop.run_worker`; evaluation runs the
+:func:`~strata.operators.trainers.distributed.loop.run_worker`; evaluation runs the
 forward pass without dropout or cache writes.
 """
 
@@ -33,28 +33,31 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from engine.gang import GangContext
-from operators.errors import OperatorError
-from operators.layers import BasicGNN
-from operators.trainers.base import SplitMetrics
-from operators.trainers.distributed.chunked.arena import DeviceArena
-from operators.trainers.distributed.chunked.host_store import HostStore
-from operators.trainers.distributed.chunked.memory_model import model_state_bytes
-from operators.trainers.distributed.chunked.steps import holds_previous, unpack_steps
-from operators.trainers.distributed.chunked.transfer import DropFn, Transfers
-from operators.trainers.distributed.config import CachePolicy
-from operators.trainers.distributed.counters import TransferCounters
-from operators.trainers.distributed.dropout import scale_rows_
-from operators.trainers.distributed.inputs import WorkerInputs
-from operators.trainers.distributed.local_graph import PropagationGraph
-from operators.trainers.distributed.loop import reduce_split_metrics
-from operators.trainers.distributed.programs import (
+from strata.engine.gang import GangContext
+from strata.operators.errors import OperatorError
+from strata.operators.layers import BasicGNN
+from strata.operators.trainers.base import SplitMetrics
+from strata.operators.trainers.distributed.chunked.arena import DeviceArena
+from strata.operators.trainers.distributed.chunked.host_store import HostStore
+from strata.operators.trainers.distributed.chunked.memory_model import model_state_bytes
+from strata.operators.trainers.distributed.chunked.steps import (
+    holds_previous,
+    unpack_steps,
+)
+from strata.operators.trainers.distributed.chunked.transfer import DropFn, Transfers
+from strata.operators.trainers.distributed.config import CachePolicy
+from strata.operators.trainers.distributed.counters import TransferCounters
+from strata.operators.trainers.distributed.dropout import scale_rows_
+from strata.operators.trainers.distributed.inputs import WorkerInputs
+from strata.operators.trainers.distributed.local_graph import PropagationGraph
+from strata.operators.trainers.distributed.loop import reduce_split_metrics
+from strata.operators.trainers.distributed.programs import (
     LayerProgram,
     SliceTensors,
     layer_widths,
     program_for,
 )
-from partition import LoadMode, PartitionBook
+from strata.partition import LoadMode, PartitionBook
 
 
 class ChunkedEngine:

@@ -5,7 +5,7 @@ and the peers, so every counter is taken at its call site as
 ``rows * width * 4`` bytes (``hongtu.md`` §3.8):
 
 * :meth:`Transfers.load` runs one forward step of a load plan
-  (:class:`~operators.trainers.distributed.chunked.steps.StepIndex`): kept rows
+  (:class:`~strata.operators.trainers.distributed.chunked.steps.StepIndex`): kept rows
   are copied from the previous step's buffer (``reuse_rows``), fresh rows are
   gathered from the host (``h2d_rows``, ``h2d_bytes``; dropout applied once, here),
   and one ``all_to_all`` copies rows between workers (``peer_send_*``,
@@ -19,7 +19,7 @@ and the peers, so every counter is taken at its call site as
   :meth:`Transfers.topology` accounts a chunk's graph.
 
 Every tensor brought to the device is registered in the
-:class:`~operators.trainers.distributed.chunked.arena.DeviceArena`.
+:class:`~strata.operators.trainers.distributed.chunked.arena.DeviceArena`.
 """
 
 from __future__ import annotations
@@ -28,11 +28,11 @@ from collections.abc import Callable
 
 import torch
 
-from operators.trainers.distributed.chunked.arena import DeviceArena
-from operators.trainers.distributed.chunked.steps import StepIndex
-from operators.trainers.distributed.counters import TransferCounters
-from operators.trainers.distributed.halo import all_to_all_rows
-from operators.trainers.distributed.programs import SliceTensors
+from strata.operators.trainers.distributed.chunked.arena import DeviceArena
+from strata.operators.trainers.distributed.chunked.steps import StepIndex
+from strata.operators.trainers.distributed.counters import TransferCounters
+from strata.operators.trainers.distributed.halo import all_to_all_rows
+from strata.operators.trainers.distributed.programs import SliceTensors
 
 #: Applies dropout in place to rows with the given global ids.
 DropFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]

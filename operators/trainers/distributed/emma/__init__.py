@@ -16,14 +16,18 @@ every reported metric comes from an exact evaluation pass.
 * :class:`EmmaTrainer` (:mod:`.trainer`): the pipeline step, and
   :func:`emma_summary`, the report's ``emma`` section.
 
-The moving sum itself is :func:`operators.kernels.moving_aggr.moving_sum`.
+The moving sum itself is :func:`strata.operators.kernels.moving_aggr.moving_sum`.
 """
 
-from operators.trainers.distributed.emma.chunker import SourceChunker, chunk_ids, mix64
-from operators.trainers.distributed.emma.config import EmmaConfig, check_emma
-from operators.trainers.distributed.emma.engine import EmmaEngine, emma_worker
-from operators.trainers.distributed.emma.state import MovingState
-from operators.trainers.distributed.emma.trainer import (
+from strata.operators.trainers.distributed.emma.chunker import (
+    SourceChunker,
+    chunk_ids,
+    mix64,
+)
+from strata.operators.trainers.distributed.emma.config import EmmaConfig, check_emma
+from strata.operators.trainers.distributed.emma.engine import EmmaEngine, emma_worker
+from strata.operators.trainers.distributed.emma.state import MovingState
+from strata.operators.trainers.distributed.emma.trainer import (
     EmmaTrainer,
     emma_outputs,
     emma_summary,

@@ -43,10 +43,10 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from operators.trainers.distributed.emma.config import EmmaConfig
-from operators.trainers.distributed.halo import HaloPlan
-from operators.trainers.distributed.local_graph import LocalGraph
-from operators.trainers.distributed.programs import SliceTensors
+from strata.operators.trainers.distributed.emma.config import EmmaConfig
+from strata.operators.trainers.distributed.halo import HaloPlan
+from strata.operators.trainers.distributed.local_graph import LocalGraph
+from strata.operators.trainers.distributed.programs import SliceTensors
 
 _M64 = np.uint64(0xFFFFFFFFFFFFFFFF)
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)

@@ -22,7 +22,8 @@ Examples:
     >>> EmmaConfig(splits=4, redraw_every=6)  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
-    operators.errors.OperatorError: redraw_every in EmmaConfig: expected a positive \
+    strata.operators.errors.OperatorError: redraw_every in EmmaConfig: expected \
+a positive \
 multiple of splits (4), got redraw_every=6. Hint: ...
 """
 
@@ -33,7 +34,7 @@ from typing import Any
 
 import torch
 
-from operators.errors import OperatorError
+from strata.operators.errors import OperatorError
 
 _WHERE = "EmmaConfig"
 

@@ -1,10 +1,10 @@
 """One rank of Emma training: :class:`EmmaEngine`, and the gang's worker function.
 
 Built on the exact partition-parallel engine
-(:class:`~operators.trainers.distributed.partition_parallel.PartitionParallelEngine`:
+(:class:`~strata.operators.trainers.distributed.partition_parallel.PartitionParallelEngine`:
 the part, the halo plan, the local slice with global coefficients, features,
 labels) and run by the common epoch loop
-(:func:`~operators.trainers.distributed.loop.run_worker`), where an *epoch* is
+(:func:`~strata.operators.trainers.distributed.loop.run_worker`), where an *epoch* is
 one Emma *iteration*: one optimizer step. Iteration ``t`` (``emma.md`` §3.3):
 
 1. if ``t`` is a positive multiple of ``refresh_every``: :meth:`EmmaEngine.refresh`,
@@ -15,7 +15,7 @@ one Emma *iteration*: one optimizer step. Iteration ``t`` (``emma.md`` §3.3):
    exchange; layer 1's input features crossed once at setup, as in the exact
    engine, since they never change), counter-based dropout, sum over the
    active edges (about 1/S),
-   :func:`~operators.kernels.moving_aggr.moving_sum` with the layer's buffer
+   :func:`~strata.operators.kernels.moving_aggr.moving_sum` with the layer's buffer
    (stored back), scale by ``1/deg`` for a mean, combine with the layer's
    weights (every destination, with its own fresh features);
 4. the loss over the local training nodes divided by the global training count;
@@ -45,23 +45,23 @@ from typing import Any
 
 import torch
 
-from engine.gang import GangContext
-from operators.kernels import spmm
-from operators.kernels.moving_aggr import moving_sum
-from operators.layers import BasicGNN
-from operators.trainers.distributed.emma.chunker import ChunkStep, SourceChunker
-from operators.trainers.distributed.emma.config import EmmaConfig, check_emma
-from operators.trainers.distributed.emma.state import MovingState
-from operators.trainers.distributed.halo import halo_exchange
-from operators.trainers.distributed.inputs import WorkerInputs
-from operators.trainers.distributed.loop import (
+from strata.engine.gang import GangContext
+from strata.operators.kernels import spmm
+from strata.operators.kernels.moving_aggr import moving_sum
+from strata.operators.layers import BasicGNN
+from strata.operators.trainers.distributed.emma.chunker import ChunkStep, SourceChunker
+from strata.operators.trainers.distributed.emma.config import EmmaConfig, check_emma
+from strata.operators.trainers.distributed.emma.state import MovingState
+from strata.operators.trainers.distributed.halo import halo_exchange
+from strata.operators.trainers.distributed.inputs import WorkerInputs
+from strata.operators.trainers.distributed.loop import (
     build_model,
     run_worker,
 )
-from operators.trainers.distributed.partition_parallel import (
+from strata.operators.trainers.distributed.partition_parallel import (
     PartitionParallelEngine,
 )
-from operators.trainers.distributed.programs import SliceTensors, layer_widths
+from strata.operators.trainers.distributed.programs import SliceTensors, layer_widths
 
 #: Where the Emma settings travel in ``WorkerInputs.extra``.
 EXTRA_KEY = "emma"

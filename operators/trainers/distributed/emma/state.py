@@ -27,7 +27,7 @@ from collections.abc import Sequence
 
 import torch
 
-from operators.errors import OperatorError
+from strata.operators.errors import OperatorError
 
 
 class MovingState:

@@ -1,8 +1,8 @@
 """The Emma option as a pipeline step: :class:`EmmaTrainer`.
 
 The exact partition-parallel trainer
-(:class:`~operators.trainers.distributed.trainer.DistributedTrainer`) with Emma's
-worker engine (:class:`~operators.trainers.distributed.emma.engine.EmmaEngine`):
+(:class:`~strata.operators.trainers.distributed.trainer.DistributedTrainer`) with Emma's
+worker engine (:class:`~strata.operators.trainers.distributed.emma.engine.EmmaEngine`):
 the same partition, shared inputs, gang and epoch loop, where every epoch is one
 Emma iteration. The report gains an ``emma`` section (:func:`emma_summary`): the
 settings, halo bytes per iteration and their ratio to the exact exchange of the
@@ -15,10 +15,10 @@ cheap way to run Emma where starting a gang is not worth it.
 
 Example (starts a gang, so not a doctest)::
 
-    from storage import load_planetoid
-    from operators.trainers import ModelConfig, TrainConfig
-    from operators.trainers.distributed import DistributedConfig
-    from operators.trainers.distributed.emma import EmmaConfig, EmmaTrainer
+    from strata.storage import load_planetoid
+    from strata.operators.trainers import ModelConfig, TrainConfig
+    from strata.operators.trainers.distributed import DistributedConfig
+    from strata.operators.trainers.distributed.emma import EmmaConfig, EmmaTrainer
 
     config = TrainConfig(ModelConfig("sage", hidden=16), epochs=200)
     run = EmmaTrainer(config, DistributedConfig(workers=2), EmmaConfig(splits=10)).fit(
@@ -26,9 +26,9 @@ Example (starts a gang, so not a doctest)::
     run.result.test_accuracy, run.report["emma"]["fwd_bytes_ratio"]
 
 Examples:
-    >>> from operators.trainers import ModelConfig, TrainConfig
-    >>> from operators.trainers.distributed.config import DistributedConfig
-    >>> from storage import load_graph
+    >>> from strata.operators.trainers import ModelConfig, TrainConfig
+    >>> from strata.operators.trainers.distributed.config import DistributedConfig
+    >>> from strata.storage import load_graph
     >>> config = TrainConfig(ModelConfig("sage", hidden=8), epochs=4, device="cpu")
     >>> trainer = EmmaTrainer(config, DistributedConfig(workers=1), EmmaConfig(2))
     >>> run = trainer.fit_local(load_graph("sbm:n=200,blocks=4,features=8"))
@@ -46,21 +46,24 @@ from typing import Any
 
 import numpy as np
 
-from engine.gang import GangContext, gang_step
-from operators.errors import OperatorError
-from operators.layers import BasicGNN
-from operators.trainers.config import TrainConfig
-from operators.trainers.data import as_training_data
-from operators.trainers.distributed.config import DistributedConfig
-from operators.trainers.distributed.emma.config import EmmaConfig, check_emma
-from operators.trainers.distributed.emma.engine import (
+from strata.engine.gang import GangContext, gang_step
+from strata.operators.errors import OperatorError
+from strata.operators.layers import BasicGNN
+from strata.operators.trainers.config import TrainConfig
+from strata.operators.trainers.data import as_training_data
+from strata.operators.trainers.distributed.config import DistributedConfig
+from strata.operators.trainers.distributed.emma.config import EmmaConfig, check_emma
+from strata.operators.trainers.distributed.emma.engine import (
     EXTRA_KEY,
     EmmaEngine,
     emma_worker,
 )
-from operators.trainers.distributed.loop import build_model
-from operators.trainers.distributed.programs import program_for
-from operators.trainers.distributed.trainer import DistributedResult, DistributedTrainer
+from strata.operators.trainers.distributed.loop import build_model
+from strata.operators.trainers.distributed.programs import program_for
+from strata.operators.trainers.distributed.trainer import (
+    DistributedResult,
+    DistributedTrainer,
+)
 
 
 class EmmaTrainer(DistributedTrainer):
@@ -238,7 +241,7 @@ def emma_outputs(
 ) -> dict[str, Any]:
     """Batch step: a job's ``outputs`` from an :class:`EmmaTrainer`'s three ports.
 
-    :func:`~operators.trainers.records.training_outputs` (accuracies, loss curve,
+    :func:`~strata.operators.trainers.records.training_outputs` (accuracies, loss curve,
     seconds per iteration) plus Emma's headline figures from the report: S,
     the forward and backward halo bytes over the same run's exact exchange, the
     edges ratio, whether every cycle moved exactly one exact exchange of rows,
@@ -254,7 +257,7 @@ def emma_outputs(
         >>> out["test_accuracy"], out["emma_fwd_bytes_ratio"], out["emma_splits"]
         (0.8, 0.25, 4)
     """
-    from operators.trainers.records import training_outputs
+    from strata.operators.trainers.records import training_outputs
 
     outputs = training_outputs(results, epochs, extra)
     (report,) = reports
