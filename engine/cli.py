@@ -50,7 +50,7 @@ from strata.engine.command import Command
 from strata.engine.config import CheckpointConfig, RunConfig
 from strata.engine.errors import CheckpointError, PlanError, UsageError
 from strata.engine.executors import EXECUTORS, RunResult, execute
-from strata.engine.job import JobError, load_job, overrides, parameters
+from strata.engine.job import JobError, job_spec, load_job
 from strata.engine.pipeline import Pipeline
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
@@ -60,7 +60,8 @@ class RunCommand:
     """``strata run JOB``: build the job's pipeline, run it, report."""
 
     name = "run"
-    help = "run a job (a job file or module exposing build(**params) -> Pipeline)"
+    add_help = False  # its -h/--help also lists JOB's parameters
+    help = "run a job (a job file or module exposing build(...) -> Pipeline)"
 
     def configure(self, parser: argparse.ArgumentParser) -> None:
         """Add ``JOB``, ``--executor``, ``--set``, ``--report`` and ``--quiet``."""
@@ -190,6 +191,7 @@ class DescribeCommand:
     """``strata describe JOB``: print the validated plan, as text or Mermaid."""
 
     name = "describe"
+    add_help = False  # its -h/--help also lists JOB's parameters
     help = "print a job's plan (text, or a Mermaid flowchart with --mermaid)"
 
     def configure(self, parser: argparse.ArgumentParser) -> None:
@@ -229,7 +231,10 @@ def main(argv: Sequence[str] | None = None, commands: Sequence[Command] = ()) ->
     )
     for command in [*builtin, *commands]:
         sub = subparsers.add_parser(
-            command.name, help=command.help, description=command.help
+            command.name,
+            help=command.help,
+            description=command.help,
+            add_help=getattr(command, "add_help", True),  # False: it adds its own
         )
         if command.name == chosen:  # configure only the command that runs, so the
             command.configure(sub)  # others' modules (storage: torch) stay unimported
@@ -286,6 +291,12 @@ def reserve_stdout() -> Iterator[None]:
 
 
 def _add_job_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "-h",
+        "--help",
+        action=_JobHelp,
+        help="show this help (and, after JOB, its parameters) and exit",
+    )
     parser.add_argument("job", help="a job file (jobs/degree_stats.py) or module")
     parser.add_argument(
         "--set",
@@ -293,24 +304,49 @@ def _add_job_arguments(parser: argparse.ArgumentParser) -> None:
         action="append",
         default=[],
         metavar="KEY=VALUE",
-        help="override a parameter of the job's build() (repeatable)",
+        help="override a job parameter (repeatable; dotted keys such as train.lr "
+        "set a nested config's field; JOB --help lists them)",
     )
+
+
+class _JobHelp(argparse.Action):
+    """``--help``: the command's options, then the parameters of the JOB given."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: Any):
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS)
+        self.help = kwargs.get("help")
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: Any,
+        option_string: str | None = None,
+    ) -> None:
+        parser.print_help()
+        job = getattr(namespace, "job", None)
+        if job:
+            try:
+                text = job_spec(load_job(job)).help()
+            except (JobError, UsageError) as error:
+                print(f"{parser.prog}: {error}", file=sys.stderr)
+                parser.exit(EXIT_USAGE)
+            print(f"\n{text}")
+        parser.exit(EXIT_OK)
 
 
 def _build(args: argparse.Namespace) -> tuple[Any, Pipeline, dict[str, Any]] | int:
     prog = f"strata {args.command}"
     try:
         module = load_job(args.job)
-        values = overrides(module.build, args.overrides)
+        spec = job_spec(module)
+        arguments = spec.arguments(args.overrides)
     except (JobError, UsageError) as error:
         print(f"{prog}: {error}", file=sys.stderr)
         return EXIT_USAGE
-    params = {
-        name: values.get(name, param.default)
-        for name, param in parameters(module.build).items()
-    }
+    params = spec.report_params(arguments)
     try:
-        pipeline = module.build(**values)
+        pipeline = module.build(**arguments)
     except UsageError as error:  # already names the parameter and the job
         print(f"{prog}: {error}", file=sys.stderr)
         return EXIT_USAGE

@@ -1,10 +1,22 @@
-"""Jobs: Python files or modules exposing ``build(**params) -> Pipeline``.
+"""Jobs: Python files or modules exposing ``build(...) -> Pipeline``.
 
-Every parameter of ``build`` has a default; ``strata run JOB --set key=value``
-overrides it, coercing the text to the parameter's annotation (or its default's
-type): ``int``, ``float``, ``bool`` (true/false, yes/no, on/off, 1/0), ``str``,
-``X | None`` (``none``), and ``tuple``/``list`` of those, comma-separated. A job may
-also define ``render(outputs) -> str`` to print its outputs its own way.
+A job's parameters take one of two forms:
+
+* **One nested config.** ``build(config: JobConfig)`` takes one frozen dataclass
+  whose fields are values or further configs (reused from the operators: a
+  ``TrainConfig`` inside the job's config). ``--set train.lr=0.005`` sets a field
+  by its dotted key. The module may declare ``ALIASES`` (a flat name to a dotted
+  key: ``{"lr": "train.lr"}``) and ``PRESETS`` (a dotted key, then one of its
+  values, then the dotted keys that value sets unless ``--set`` sets them too:
+  ``{"train.model.name": {"gat": {"train.lr": 0.005}}}``).
+* **Plain keywords.** ``build(**params)`` where every parameter has a default;
+  ``--set key=value`` sets one.
+
+Text converts to the field's or parameter's type (:func:`~strata.engine.params.coerce`:
+``int``, ``float``, ``bool``, ``str``, ``Path``, an ``Enum``, a ``Literal``,
+``X | None``, tuples and lists); ``strata run JOB --help`` lists every parameter
+with its type, default and one line of doc (:meth:`JobSpec.help`). A job may also
+define ``render(outputs) -> str`` to print its outputs its own way.
 
 Examples:
     >>> def build(num_edges: int = 1000, fanouts: tuple[int, ...] = (10, 5)) -> None:
@@ -14,29 +26,60 @@ Examples:
     >>> overrides(build, ["num_edge=1"])
     Traceback (most recent call last):
     ...
-    strata.engine.job.JobError: unknown parameter 'num_edge'; valid parameters: num_edges: int = 1000, fanouts: tuple[int, ...] = (10, 5)
+    strata.engine.params.JobError: unknown parameter 'num_edge'; valid parameters: num_edges: int = 1000, fanouts: tuple[int, ...] = (10, 5)
+
+    A config job sets nested fields by dotted key or through its aliases:
+
+    >>> from strata.engine.config import RunConfig
+    >>> def build_job(config: RunConfig) -> None:
+    ...     pass
+    >>> spec = JobSpec("demo", build_job, RunConfig, {"items": "channel.max_items"}, {})
+    >>> config = spec.arguments(["items=4", "seed=3"])["config"]
+    >>> config.channel.max_items, config.seed
+    (4, 3)
 """  # noqa: E501
 
 from __future__ import annotations
 
+import dataclasses
+import difflib
 import importlib
 import importlib.util
 import inspect
 import sys
 import types
 import typing
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from strata.engine.errors import format_where
+from strata.engine.params import (
+    JobError,
+    JobParameter,
+    apply,
+    coerce,
+    config_parameters,
+    function_parameters,
+    is_config,
+    leaves,
+    plain,
+    resolve,
+    table,
+    type_name,
+)
 
-_TRUE = {"1", "true", "yes", "on"}
-_FALSE = {"0", "false", "no", "off"}
-
-
-class JobError(ValueError):
-    """A job cannot be loaded, or a ``--set`` override is invalid."""
+__all__ = [
+    "JobError",
+    "JobParameter",
+    "JobSpec",
+    "coerce",
+    "job_config",
+    "job_spec",
+    "load_job",
+    "overrides",
+    "parameters",
+]
 
 
 def load_job(spec: str) -> types.ModuleType:
@@ -89,6 +132,185 @@ def load_job(spec: str) -> types.ModuleType:
     return module
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class JobSpec:
+    """What a job module declares about its parameters (see the module docstring).
+
+    Attributes:
+        name: the job's module name.
+        build: its ``build`` function.
+        config: the config class ``build`` takes, or None for a plain job.
+        aliases: flat names accepted for dotted keys.
+        presets: per value of a key, the keys that value sets by default.
+    """
+
+    name: str
+    build: Callable[..., Any]
+    config: type | None
+    aliases: Mapping[str, str]
+    presets: Mapping[str, Mapping[Any, Mapping[str, Any]]]
+
+    def parameters(self) -> list[JobParameter]:
+        """Every parameter: dotted name, type, default and one line of doc."""
+        if self.config is None:
+            return function_parameters(self.build, parameters(self.build))
+        return config_parameters(self.config, self.config())
+
+    def configure(self, values: Mapping[str, Any]) -> Any:
+        """The job's config with ``values`` (text or typed) over its defaults.
+
+        Keys are dotted or aliases. A preset chosen by a key's value (given or
+        default) sets its keys first; ``values`` win over it.
+
+        Raises:
+            JobError: a plain job, an unknown key, or a value that does not fit.
+        """
+        if self.config is None:
+            raise JobError(f"{self.name}.build takes keyword parameters, no config")
+        changes: dict[str, Any] = {}
+        names: dict[str, str] = {}
+        for key, value in values.items():
+            canonical = self.aliases.get(key, key)
+            self._check_key(key, canonical)
+            names[canonical] = key
+            if canonical in changes:
+                raise JobError(
+                    format_where(
+                        f"--set {key}",
+                        f"{self.name}.build",
+                        "each parameter set once",
+                        f"{key!r}, which sets {canonical!r} again",
+                    )
+                )
+            changes[canonical] = value
+        base = self.config()
+        chosen = apply(base, changes, names) if changes else base
+        preset: dict[str, Any] = {}
+        for key, table_ in self.presets.items():
+            value = _get(chosen, key)
+            values_ = table_.get(value, table_.get(getattr(value, "value", None), {}))
+            preset.update({k: v for k, v in values_.items() if k not in changes})
+        if not preset:
+            return chosen
+        return apply(base, {**preset, **changes}, names)
+
+    def _check_key(self, key: str, canonical: str) -> None:
+        assert self.config is not None
+        try:
+            resolve(self.config, canonical)
+        except KeyError:
+            known = [name for name, _ in leaves(self.config)] + list(self.aliases)
+            close = difflib.get_close_matches(key, known, n=3)
+            hint = f"did you mean {' or '.join(close)}? " if close else ""
+            raise JobError(
+                format_where(
+                    f"--set {key}",
+                    f"{self.name}.build",
+                    "a parameter of the job",
+                    f"{key!r}, which is none",
+                    f"{hint}strata run JOB --help lists every parameter",
+                )
+            ) from None
+
+    def arguments(self, assignments: Sequence[str]) -> dict[str, Any]:
+        """``build``'s keyword arguments from ``key=value`` strings."""
+        if self.config is None:
+            return overrides(self.build, assignments)
+        values: dict[str, str] = {}
+        for assignment in assignments:
+            key, eq, text = assignment.partition("=")
+            if not eq:
+                raise JobError(f"--set {assignment!r}: expected key=value")
+            key = key.strip()
+            values[key] = text
+        return {self._argument(): self.configure(values)}
+
+    def report_params(self, arguments: Mapping[str, Any]) -> dict[str, Any]:
+        """The parameters a run report records: every one, dotted, JSON-friendly."""
+        if self.config is None:
+            return {
+                name: plain(arguments.get(name, param.default))
+                for name, param in parameters(self.build).items()
+            }
+        config = arguments[self._argument()]
+        return {name: plain(value) for name, value in leaves(self.config, config)}
+
+    def help(self) -> str:
+        """The parameter listing of ``strata run JOB --help``."""
+        form = "KEY=VALUE, KEY dotted" if self.config else "KEY=VALUE"
+        lines = [
+            f"job parameters of {self.name} (--set {form}):",
+            table(self.parameters()),
+        ]
+        if self.aliases:
+            width = max(len(a) for a in self.aliases)
+            lines.append("aliases:")
+            lines += [f"  {a:<{width}}  = {k}" for a, k in self.aliases.items()]
+        for key, table_ in self.presets.items():
+            names = ", ".join(str(getattr(v, "value", v)) for v in table_)
+            lines.append(
+                f"presets: {key} ({names}) sets defaults of other keys "
+                "(--set overrides them); see the job's docs"
+            )
+        return "\n".join(lines)
+
+    def _argument(self) -> str:
+        (name,) = parameters(self.build)
+        return name
+
+
+def job_spec(module: types.ModuleType) -> JobSpec:
+    """The parameter declaration of a loaded job module.
+
+    Raises:
+        JobError: an alias or preset naming a key the config does not have.
+    """
+    build = module.build
+    params = parameters(build)
+    config = None
+    if len(params) == 1:
+        (param,) = params.values()
+        if is_config(param.annotation):
+            config = typing.cast(type, param.annotation)
+    aliases: Mapping[str, str] = getattr(module, "ALIASES", {}) if config else {}
+    presets = getattr(module, "PRESETS", {}) if config else {}
+    spec = JobSpec(module.__name__, build, config, aliases, presets)
+    if config is not None:
+        keys = [*aliases.values(), *presets]
+        keys += [k for table_ in presets.values() for v in table_.values() for k in v]
+        for key in keys:
+            try:
+                resolve(config, key)
+            except KeyError:
+                raise JobError(
+                    format_where(
+                        "ALIASES/PRESETS",
+                        module.__name__,
+                        f"keys of {config.__qualname__}",
+                        repr(key),
+                    )
+                ) from None
+    return spec
+
+
+def job_config(
+    module: types.ModuleType, values: Mapping[str, Any] | None = None, **named: Any
+) -> Any:
+    """A config job's config from dotted ``values`` and flat ``named`` ones.
+
+    The same path as ``--set`` (aliases and presets included), with values
+    that may already be typed: ``job_config(cora_gcn, model="gat", epochs=3)``.
+    """
+    return job_spec(module).configure({**(values or {}), **named})
+
+
+def _get(config: Any, key: str) -> Any:
+    value = config
+    for part in key.split("."):
+        value = getattr(value, part)
+    return value
+
+
 def parameters(build: Callable[..., Any]) -> dict[str, inspect.Parameter]:
     """Return ``build``'s parameters, with annotations resolved where possible."""
     try:
@@ -108,7 +330,7 @@ def describe_parameters(build: Callable[..., Any]) -> str:
 
 
 def overrides(build: Callable[..., Any], assignments: Sequence[str]) -> dict[str, Any]:
-    """Parse ``key=value`` strings into ``build`` keyword arguments.
+    """Parse ``key=value`` strings into a plain ``build``'s keyword arguments.
 
     Raises:
         JobError: A malformed assignment, an unknown key, or a value that does not
@@ -136,7 +358,7 @@ def overrides(build: Callable[..., Any], assignments: Sequence[str]) -> dict[str
                 format_where(
                     f"--set {key}",
                     where,
-                    _type_name(target),
+                    type_name(target),
                     f"{text!r} ({exc})",
                     f"valid parameters: {valid}",
                 )
@@ -144,50 +366,19 @@ def overrides(build: Callable[..., Any], assignments: Sequence[str]) -> dict[str
     return result
 
 
-def coerce(text: str, target: Any) -> Any:
-    """Convert ``text`` to ``target`` (a type or a simple annotation).
+def _describe(param: inspect.Parameter) -> str:
+    annotation = param.annotation
+    if annotation is inspect.Parameter.empty:
+        kind = type(param.default).__name__
+    else:
+        kind = _annotation_text(annotation)
+    return f"{param.name}: {kind} = {param.default!r}"
 
-    Raises:
-        ValueError: The text does not fit the type.
-        TypeError: The annotation is not one ``--set`` supports.
-    """
-    origin = typing.get_origin(target)
-    args = typing.get_args(target)
-    if origin in (typing.Union, types.UnionType):
-        if text.strip().lower() == "none" and type(None) in args:
-            return None
-        for option in args:
-            if option is type(None):
-                continue
-            try:
-                return coerce(text, option)
-            except ValueError:
-                continue
-        raise ValueError(f"{text!r} fits none of {target}")
-    if origin in (tuple, list) or target in (tuple, list):
-        parts = [p.strip() for p in text.split(",") if p.strip()]
-        if origin is tuple and len(args) == 2 and args[1] is Ellipsis:
-            kinds: Sequence[Any] = [args[0]] * len(parts)
-        elif origin is tuple and args:
-            if len(args) != len(parts):
-                raise ValueError(f"expected {len(args)} comma-separated values")
-            kinds = args
-        else:
-            kinds = [args[0] if args else str] * len(parts)
-        values = [coerce(p, k) for p, k in zip(parts, kinds, strict=True)]
-        return tuple(values) if (origin or target) is tuple else values
-    if target is bool:
-        lowered = text.strip().lower()
-        if lowered in _TRUE | _FALSE:
-            return lowered in _TRUE
-        raise ValueError(f"expected true or false, got {text!r}")
-    if target is int:
-        return int(text.replace("_", ""))
-    if target in (float, str):
-        return target(text)
-    if target is type(None):
-        raise ValueError("the parameter has no default type; annotate it")
-    raise TypeError(f"--set cannot set parameters of type {target}")
+
+def _annotation_text(annotation: Any) -> str:
+    if isinstance(annotation, type) and not typing.get_args(annotation):
+        return annotation.__name__
+    return str(annotation).replace("typing.", "")
 
 
 def _module_name(path: Path) -> tuple[str, Path]:
@@ -215,18 +406,3 @@ def _installed_as_strata(top: str, directory: Path) -> bool:
         return False
     locations = spec.submodule_search_locations if spec is not None else None
     return any(Path(loc).resolve() == directory.resolve() for loc in locations or ())
-
-
-def _type_name(annotation: Any) -> str:
-    if isinstance(annotation, type) and not typing.get_args(annotation):
-        return annotation.__name__
-    return str(annotation).replace("typing.", "")
-
-
-def _describe(param: inspect.Parameter) -> str:
-    annotation = param.annotation
-    if annotation is inspect.Parameter.empty:
-        kind = type(param.default).__name__
-    else:
-        kind = _type_name(annotation)
-    return f"{param.name}: {kind} = {param.default!r}"

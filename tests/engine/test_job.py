@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import enum
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Literal
 
 import pytest
 
-from strata.engine.job import JobError, coerce, load_job, overrides
+from strata.engine.cli import main
+from strata.engine.job import JobError, JobSpec, coerce, load_job, overrides, parameters
+from strata.engine.params import function_parameters
 
 
 def build(
@@ -80,3 +85,153 @@ def test_missing_jobs_are_job_errors(tmp_path: Path) -> None:
     empty.write_text("x = 1\n")
     with pytest.raises(JobError, match="defines no build"):
         load_job(str(empty))
+
+
+# -- nested configs ---------------------------------------------------------------
+class Kind(enum.Enum):
+    FAST = "fast"
+    EXACT = "exact"
+
+
+@dataclass(frozen=True, slots=True)
+class Inner:
+    """Inner settings.
+
+    Attributes:
+        lr: the learning rate. More words.
+        kind: how it runs
+            (two lines).
+    """
+
+    lr: float = 0.01
+    kind: Kind = Kind.FAST
+
+    def __post_init__(self) -> None:
+        if self.lr < 0:
+            raise ValueError(f"lr in Inner: expected lr >= 0, got {self.lr}.")
+
+
+@dataclass(frozen=True, slots=True)
+class Extra:
+    rank: int
+    how: str = "kill"
+
+
+@dataclass(frozen=True, slots=True)
+class Config:
+    """A job config.
+
+    Attributes:
+        inner: nested settings.
+        out: where to write.
+        mode: the mode.
+        sizes: layer sizes.
+        pair: two values.
+        label: an optional label.
+        extra: an optional nested config.
+    """
+
+    inner: Inner = field(default_factory=Inner)
+    out: Path | None = None
+    mode: Literal["a", "b"] = "a"
+    sizes: tuple[int, ...] = (10, 5)
+    pair: tuple[int, float] = (1, 2.0)
+    label: str | None = None
+    extra: Extra | None = None
+
+
+def build_config_job(config: Config) -> None:
+    pass
+
+
+SPEC = JobSpec(
+    "demo",
+    build_config_job,
+    Config,
+    {"lr": "inner.lr", "kind": "inner.kind"},
+    {"mode": {"b": {"inner.lr": 0.5}}},
+)
+
+
+@pytest.mark.parametrize(
+    ("assignment", "expected"),
+    [
+        ("inner.lr=0.5", Config(Inner(lr=0.5))),
+        ("lr=1e-3", Config(Inner(lr=0.001))),
+        ("inner.kind=exact", Config(Inner(kind=Kind.EXACT))),
+        ("kind=EXACT", Config(Inner(kind=Kind.EXACT))),
+        ("out=/tmp/x", Config(out=Path("/tmp/x"))),
+        ("out=none", Config()),
+        ("sizes=15,10,5", Config(sizes=(15, 10, 5))),
+        ("pair=3,0.25", Config(pair=(3, 0.25))),
+        ("label=cora", Config(label="cora")),
+        ("extra.rank=1", Config(extra=Extra(rank=1))),
+        ("mode=b", Config(Inner(lr=0.5), mode="b")),  # the preset
+    ],
+)
+def test_config_jobs_parse_every_type(assignment: str, expected: Config) -> None:
+    assert SPEC.arguments([assignment]) == {"config": expected}
+
+
+def test_set_values_win_over_a_preset_whatever_the_order() -> None:
+    for order in (["mode=b", "lr=0.2"], ["lr=0.2", "mode=b"]):
+        assert SPEC.arguments(order)["config"] == Config(Inner(lr=0.2), mode="b")
+
+
+@pytest.mark.parametrize(
+    ("assignment", "message"),
+    [
+        ("inner.lr=fast", r"--set inner.lr in Config: expected float, got 'fast'"),
+        ("lr=fast", r"--set lr in Config: expected float, got 'fast'"),
+        ("kind=slow", r"--set kind in Config: expected \{fast,exact\}, got 'slow'"),
+        ("mode=c", r"--set mode in Config: expected \{a,b\}, got 'c'"),
+        ("pair=1", "expected 2 comma-separated values"),
+        ("inner.rate=1", r"--set inner.rate in demo.build: .*got 'inner.rate'"),
+        ("lrr=1", "did you mean lr"),
+        ("lr=-1", r"--set lr: lr in Inner: expected lr >= 0, got -1.0."),
+        ("extra.how=raise", r"--set extra.how: .*rank"),
+        ("lr", "expected key=value"),
+    ],
+)
+def test_bad_config_values_name_the_key_the_value_and_the_expectation(
+    assignment: str, message: str
+) -> None:
+    with pytest.raises(JobError, match=message):
+        SPEC.arguments([assignment])
+
+
+def test_an_alias_and_its_key_together_are_refused() -> None:
+    with pytest.raises(JobError, match=r"sets 'inner\.lr' again"):
+        SPEC.arguments(["lr=1", "inner.lr=2"])
+
+
+def test_help_lists_every_parameter_with_type_default_and_doc() -> None:
+    text = SPEC.help()
+    rows = {line.split()[0]: line.split(None, 3)[1:] for line in text.splitlines()}
+    assert rows["inner.lr"] == ["float", "0.01", "the learning rate."]
+    assert rows["inner.kind"] == ["{fast,exact}", "fast", "how it runs (two lines)."]
+    assert rows["out"][:2] == ["path", "|"]
+    assert rows["sizes"] == ["int,...", "10,5", "layer sizes."]
+    assert "lr    = inner.lr" in text
+
+
+def test_plain_jobs_list_their_keyword_parameters() -> None:
+    rows = {p.name: p for p in function_parameters(build, parameters(build))}
+    assert (rows["fanouts"].type, rows["fanouts"].default) == ("int,...", "10,5")
+    assert rows["sizes"].default == "none"
+
+
+def test_report_params_are_dotted_and_json_friendly() -> None:
+    args = SPEC.arguments(["kind=exact", "out=/tmp/x"])
+    params = SPEC.report_params(args)
+    assert params["inner.kind"] == "exact"
+    assert params["out"] == "/tmp/x"
+    assert params["sizes"] == [10, 5]
+
+
+def test_run_help_lists_the_jobs_parameters(capsys) -> None:
+    assert main(["run", "strata.engine._example_job", "--help"]) == 0
+    out = capsys.readouterr().out
+    assert "usage: strata run" in out
+    assert "job parameters of strata.engine._example_job" in out
+    assert "count  int  3" in out

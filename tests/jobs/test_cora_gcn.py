@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from strata.engine import RunResult, execute
+from strata.engine import Pipeline, RunResult, execute
+from strata.engine.job import JobError, job_config
 from strata.jobs import cora_gcn
 from strata.operators.cli.main import main
 from strata.operators.errors import OperatorError
@@ -26,6 +27,11 @@ from strata.operators.trainers.checkpoint import checkpoint_path, load_checkpoin
 # One torch thread on CPU: fast on a shared machine, and the same arithmetic in
 # every process, so outputs can be compared exactly.
 FAST = {"device": "cpu", "threads": 1}
+
+
+def build(**flat: object) -> Pipeline:
+    """The job with flat (alias) or dotted settings, as ``--set`` gives them."""
+    return cora_gcn.build(job_config(cora_gcn, **flat))
 
 
 def untimed(outputs: dict) -> dict:
@@ -57,7 +63,7 @@ def test_cli_outputs_identical_on_both_executors(
 def test_a_short_run_reaches_a_sane_accuracy() -> None:
     # A shorter schedule (20 epochs at 5x the learning rate) of the same job; the
     # default 200-epoch schedule reaches about 0.82 (test_ten_seed_accuracy).
-    job = cora_gcn.build(epochs=20, lr=0.05, patience=0, **FAST)
+    job = build(epochs=20, lr=0.05, patience=0, **FAST)
     outputs = execute(job).outputs
     assert outputs["test_accuracy"] > 0.75  # chance is about 0.3 (7 classes)
     assert outputs["val_accuracy"] > 0.72
@@ -85,7 +91,7 @@ def test_an_interrupted_run_resumes_with_the_whole_history(
     # checkpoints every 4 epochs, and a failure at the start of epoch 15: the
     # resumed run starts at epoch 12.
     settings = {**FAST, "lr": 0.05, "patience": 3, "checkpoint_every": 4}
-    straight = execute(cora_gcn.build(**settings))
+    straight = execute(build(**settings))
     assert straight.outputs["stopped_early"]
     assert straight.outputs["epochs_run"] > 15
     train_epoch = FullGraphTrainer.train_epoch
@@ -103,9 +109,9 @@ def test_an_interrupted_run_resumes_with_the_whole_history(
     ckpt = str(tmp_path)
     with monkeypatch.context() as patch:
         patch.setattr(FullGraphTrainer, "train_epoch", crash)
-        failed = execute(cora_gcn.build(**settings, checkpoint_dir=ckpt), check=False)
+        failed = execute(build(**settings, checkpoint_dir=ckpt), check=False)
     assert "interrupted at epoch 15" in str(failed.error)
-    resumed = execute(cora_gcn.build(**settings, checkpoint_dir=ckpt, resume=True))
+    resumed = execute(build(**settings, checkpoint_dir=ckpt, resume=True))
     assert resumed.outputs["resumed_from"] == 12
     same_run(resumed, straight)
 
@@ -141,7 +147,7 @@ def test_a_killed_cli_run_resumes_with_the_whole_history(tmp_path: Path) -> None
     resume = [*argv[2:], "--set=resume=true", "--report", str(report)]
     assert main(resume) == 0
     resumed = json.loads(report.read_text())
-    straight = execute(cora_gcn.build(**settings))
+    straight = execute(build(**settings))
     assert resumed["outputs"]["resumed_from"] == done
     assert resumed["outputs"]["epochs_run"] == 40
     expected = untimed(straight.outputs)
@@ -152,7 +158,7 @@ def test_a_killed_cli_run_resumes_with_the_whole_history(tmp_path: Path) -> None
 
 
 def test_model_presets_and_overrides() -> None:
-    gcn = cora_gcn.train_config("gcn")
+    gcn = job_config(cora_gcn).train
     assert (gcn.model.hidden, gcn.model.dropout, gcn.lr, gcn.weight_decay) == (
         16,
         0.5,
@@ -160,28 +166,36 @@ def test_model_presets_and_overrides() -> None:
         5e-4,
     )
     assert gcn.decay_scope is DecayScope.FIRST
-    gat = cora_gcn.train_config("gat", lr=0.01, hidden=None)
+    gat = job_config(cora_gcn, {"train.lr": "0.01"}, model="gat").train
     assert (gat.model.heads, gat.model.hidden, gat.model.activation) == (8, 8, "elu")
     assert (gat.model.dropout, gat.model.attention_dropout) == (0.6, 0.6)
-    assert gat.lr == 0.01  # overridden; None keeps the preset
+    assert gat.lr == 0.01  # set: wins over the preset
     assert gat.decay_scope is DecayScope.ALL
     assert (gat.epochs, gat.patience, gcn.epochs, gcn.patience) == (1000, 100, 200, 10)
+    assert gat.threads == gcn.threads == 1  # the job's default, not the preset's
+
+
+def test_aliases_and_dotted_keys_set_the_same_field() -> None:
+    flat = job_config(cora_gcn, lr=0.005, workers=2, dataset="cora")
+    dotted = job_config(cora_gcn, {"train.lr": "0.005", "workers": "2"})
+    assert flat == dotted
+    assert flat.train.lr == 0.005
 
 
 def test_the_gat_preset_runs() -> None:
-    outputs = execute(cora_gcn.build(model="gat", epochs=1, **FAST)).outputs
+    outputs = execute(build(model="gat", epochs=1, **FAST)).outputs
     assert outputs["model"] == "gat"
     assert outputs["epochs_run"] == 1
     assert "8 heads x 8 hidden, elu, dropout 0.6, lr 0.005" in outputs["settings"]
 
 
 def test_bad_parameters_are_clear_errors() -> None:
-    with pytest.raises(OperatorError, match="model in cora_gcn: expected one of"):
-        cora_gcn.build(model="mlp")
-    with pytest.raises(OperatorError, match=r"masks in cora_gcn.*masks='torch'"):
-        cora_gcn.build(workers=2, masks="torch")
-    with pytest.raises(OperatorError, match=r"workers in cora_gcn: expected workers"):
-        cora_gcn.build(workers=0)
+    with pytest.raises(JobError, match=r"--set model: name in ModelConfig: expected"):
+        build(model="mlp")
+    with pytest.raises(OperatorError, match=r"workers in trainer_for: expected workers"):
+        build(workers=0)
+    with pytest.raises(JobError, match=r"--set dataset in .*cora,citeseer,pubmed"):
+        build(dataset="reddit")
 
 
 @pytest.mark.slow
@@ -189,7 +203,7 @@ def test_bad_parameters_are_clear_errors() -> None:
 def test_ten_seed_accuracy(model: str, threshold: float) -> None:
     """Seeds 0-9 of the full job; the mean test accuracy meets the paper's bar."""
     accuracies = [
-        execute(cora_gcn.build(model=model, seed=seed, **FAST)).outputs["test_accuracy"]
+        execute(build(model=model, seed=seed, **FAST)).outputs["test_accuracy"]
         for seed in range(10)
     ]
     mean = statistics.mean(accuracies)
