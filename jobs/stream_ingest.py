@@ -38,108 +38,24 @@ is the replay buffer recovery reads from.
 from __future__ import annotations
 
 import tempfile
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-import torch
-import torch.nn.functional as F
-
 from strata.engine import Pipeline, at_least, between
-from strata.operators.layers import GCN, GraphSAGE
 from strata.operators.streaming import (
     EmbeddingSink,
-    InitData,
     LogSource,
-    StreamingModel,
     UpdateStream,
     streaming_gnn,
     summarize_stream,
 )
 from strata.operators.streaming.ingest import ZmqIngest
+from strata.operators.streaming.training import TrainedSetup
 from strata.operators.streaming.update_files import read_update_file, update_batches
 from strata.operators.streaming.windows import parse_window
-from strata.storage import UpdateLog, load_graph
+from strata.storage import UpdateLog
 
-_MODELS = {"sage": "mean", "sage-sum": "sum", "sage-max": "max", "gcn": None}
-
-
-@dataclass(frozen=True, slots=True)
-class TrainedSetup:
-    """Loads the graph spec and trains (or loads) the model: the ``init`` item.
-
-    Runs once, inside the source step (so ``strata describe`` stays instant).
-    """
-
-    graph: str
-    model: str
-    hidden: int
-    layers: int
-    epochs: int
-    model_path: str | None
-    seed: int
-    threads: int
-
-    def features(self) -> tuple[Any, np.ndarray]:
-        """The dataset and its node features (seeded Gaussian ones if it has none)."""
-        dataset = load_graph(self.graph)
-        x = dataset.x
-        if x is None:
-            rng = np.random.default_rng(self.seed)
-            x = rng.normal(size=(dataset.graph.num_nodes, self.hidden))
-        return dataset, np.ascontiguousarray(x, dtype=np.float32)
-
-    def build_model(self, in_dim: int, out_dim: int) -> torch.nn.Module:
-        """The batch model, seeded."""
-        torch.manual_seed(self.seed)
-        if self.model not in _MODELS:
-            raise ValueError(
-                f"model: expected one of {sorted(_MODELS)}, got {self.model!r}"
-            )
-        aggr = _MODELS[self.model]
-        if aggr is None:
-            return GCN(in_dim, self.hidden, out_dim, num_layers=self.layers)
-        return GraphSAGE(
-            in_dim, self.hidden, out_dim, num_layers=self.layers, aggr=aggr
-        )
-
-    def load(self) -> InitData:
-        """Load the graph, train or load the model, and take it apart."""
-        if self.threads > 0:
-            torch.set_num_threads(self.threads)
-        dataset, x = self.features()
-        labels = dataset.y
-        classes = int(labels.max()) + 1 if labels is not None else self.hidden
-        model = self.build_model(x.shape[1], classes)
-        if self.model_path:
-            model.load_state_dict(torch.load(self.model_path, weights_only=True))
-        elif labels is not None and self.epochs > 0:
-            train(model, dataset, x, self.epochs)
-        model.eval()
-        return InitData(dataset.graph, x, None, StreamingModel.from_module(model))
-
-
-def train(model: torch.nn.Module, dataset: Any, x: np.ndarray, epochs: int) -> float:
-    """Full-batch Adam on the training nodes; return the training accuracy."""
-    mask = dataset.train_mask
-    if mask is None:
-        mask = np.ones(dataset.graph.num_nodes, dtype=bool)
-    target = torch.from_numpy(np.asarray(dataset.y, dtype=np.int64))
-    features = torch.from_numpy(x)
-    index = torch.from_numpy(np.flatnonzero(mask))
-    optimizer = torch.optim.Adam(model.parameters(), lr=0.01, weight_decay=5e-4)
-    model.train()
-    for _ in range(epochs):
-        optimizer.zero_grad()
-        out = model(dataset.graph, features)
-        loss = F.cross_entropy(out[index], target[index])
-        loss.backward()  # type: ignore[no-untyped-call]
-        optimizer.step()
-    model.eval()
-    with torch.no_grad():
-        pred = model(dataset.graph, features).argmax(1)
-    return float((pred[index] == target[index]).float().mean())
+__all__ = ["PreparedLogSource", "TrainedSetup", "build", "render"]
 
 
 class PreparedLogSource(LogSource):

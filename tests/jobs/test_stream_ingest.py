@@ -33,8 +33,7 @@ def expected_embeddings(updates_file: Path) -> tuple[np.ndarray, np.ndarray]:
     """Full recompute of the job's model on the graph after every update."""
     setup = stream_ingest.TrainedSetup(GRAPH, "sage", 16, 2, 3, None, 1, 1)
     dataset, x = setup.features()
-    model = setup.build_model(x.shape[1], int(dataset.y.max()) + 1)
-    stream_ingest.train(model, dataset, x, 3)
+    model = setup.trained_model(dataset, x)  # the trainers' code, as the job
     oracle = Oracle(dataset.graph, x)
     for batch in read_update_file(updates_file).to_batches():
         oracle.apply(batch)
