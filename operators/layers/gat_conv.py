@@ -39,9 +39,10 @@ from strata.operators.kernels.edge_softmax import edge_softmax
 from strata.operators.kernels.sddmm import sddmm_add
 from strata.operators.kernels.spmm import spmm
 from strata.operators.layers._common import Graph, glorot_, resolve_graph
+from strata.operators.layers.message_passing import Attention, MessagePassing
 
 
-class GATConv(nn.Module):
+class GATConv(MessagePassing):
     """Multi-head graph attention layer.
 
     Args:
@@ -60,6 +61,9 @@ class GATConv(nn.Module):
         x: ``[num_src, in_channels]``; returns ``[num_dst, heads * out_channels]``
         (concat) or ``[num_dst, out_channels]``.
     """
+
+    aggregation = Attention()
+    update_is_sum = False
 
     def __init__(
         self,
@@ -100,16 +104,36 @@ class GATConv(nn.Module):
         if self.bias is not None:
             nn.init.zeros_(self.bias)
 
+    def message(self, x: torch.Tensor) -> torch.Tensor:
+        """``W x_j``, one row of ``heads x out_channels`` per source."""
+        return self.lin(x).view(-1, self.heads, self.out_channels)
+
+    def root(self, x: torch.Tensor) -> torch.Tensor | None:
+        """The residual projection of the destination (None without one)."""
+        return self.res(x) if self.res is not None else None
+
+    def update(self, h: torch.Tensor, root: torch.Tensor | None) -> torch.Tensor:
+        """Heads concatenated or averaged, plus the residual and the bias."""
+        out = h.reshape(h.shape[0], -1) if self.concat else h.mean(dim=1)
+        if root is not None:
+            out = out + root
+        if self.bias is not None:
+            out = out + self.bias
+        return out
+
     def forward(self, graph: Graph, x: torch.Tensor) -> torch.Tensor:
         """Attend over in-neighbours of every destination node.
+
+        The attention-weighted sum replaces the reduction of
+        :class:`~strata.operators.layers.message_passing.MessagePassing`; the
+        message, root and update are the layer's declared ones.
 
         Raises:
             OperatorError: if ``x`` does not have one row per source node.
         """
         dg = resolve_graph(graph, x, "GATConv.forward")
         prop = dg.with_self_loops() if self.add_self_loops else dg
-        heads, width = self.heads, self.out_channels
-        h = self.lin(x).view(-1, heads, width)
+        h = self.message(x)
         alpha_src = (h * self.att_src).sum(dim=-1)
         alpha_dst = (h[: dg.num_dst] * self.att_dst).sum(dim=-1)
         logits = F.leaky_relu(
@@ -117,13 +141,7 @@ class GATConv(nn.Module):
         )
         alpha = edge_softmax(prop, logits)
         alpha = F.dropout(alpha, p=self.dropout, training=self.training)
-        out = spmm(prop, h, alpha)
-        out = out.reshape(-1, heads * width) if self.concat else out.mean(dim=1)
-        if self.res is not None:
-            out = out + self.res(x[: dg.num_dst])
-        if self.bias is not None:
-            out = out + self.bias
-        return out
+        return self.update(spmm(prop, h, alpha), self.root(x[: dg.num_dst]))
 
     def __repr__(self) -> str:
         return (

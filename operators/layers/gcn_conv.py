@@ -1,9 +1,12 @@
 """Graph convolution (GCN) of Kipf & Welling, with PyG's ``GCNConv`` defaults.
 
 ``out = D^-1/2 (A + I) D^-1/2 X W + b``: each node averages its in-neighbours and
-itself, weighted by ``1 / sqrt(deg(src) deg(dst))``. The self-loop graph and the
-coefficients are computed once per graph and cached on its :class:`DeviceGraph`;
-the layer picks aggregate-first ``(A X) W`` or transform-first ``A (X W)`` by cost
+itself, weighted by ``1 / sqrt(deg(src) deg(dst))``. Declared once as a
+:class:`~strata.operators.layers.message_passing.MessagePassing` layer: the
+:class:`~strata.operators.layers.message_passing.SymNorm` aggregation of the raw
+features, then ``transform() = (W, b)``; the self-loop graph and the coefficients
+are computed once per graph and cached on its :class:`DeviceGraph`, and the layer
+picks aggregate-first ``(A X) W`` or transform-first ``A (X W)`` by cost
 (:func:`strata.operators.kernels.aggregate_first`), which gives the same result.
 
 On a full graph this is PyG's ``GCNConv`` exactly: self-loops replace existing
@@ -31,18 +34,15 @@ Examples:
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from strata.operators.errors import OperatorError
 from strata.operators.kernels.device_graph import DeviceGraph
-from strata.operators.kernels.order import aggregate_first
-from strata.operators.kernels.spmm import spmm
-from strata.operators.layers._common import (
-    Graph,
-    glorot_,
-    needs_backward,
-    resolve_graph,
+from strata.operators.layers._common import glorot_
+from strata.operators.layers.message_passing import (
+    MessagePassing,
+    SymNorm,
+    WeightedSum,
 )
 
 
@@ -61,31 +61,19 @@ def gcn_coefficients(
         ``(graph, values)``: the graph to aggregate over and its per-edge
         coefficients (``None`` for an unweighted sum).
     """
-
-    def build() -> tuple[DeviceGraph, torch.Tensor | None]:
-        graph = dg.with_self_loops(2.0 if improved else 1.0) if add_self_loops else dg
-        if not normalize:
-            return graph, graph.edge_weight
-        weight = graph.edge_weight
-        if weight is None:
-            weight = torch.ones(graph.num_edges, device=graph.device)
-        # The kernels need the int64 sources again; the rows only here.
-        src, dst = graph.src_index(), graph.dst_index(cache=False)
-        deg_dst = weight.new_zeros(graph.num_dst).index_add_(0, dst, weight)
-        if graph.bipartite:
-            deg_src = weight.new_zeros(graph.num_src).index_add_(0, src, weight)
-        else:
-            deg_src = deg_dst
-        inv_dst = deg_dst.pow(-0.5).masked_fill_(deg_dst == 0, 0.0)
-        inv_src = deg_src.pow(-0.5).masked_fill_(deg_src == 0, 0.0)
-        values = inv_src[src] * weight * inv_dst[dst]
-        return graph, values
-
-    key = ("gcn", improved, add_self_loops, normalize)
-    return dg.cached(key, build)
+    prop = _aggregation(improved, add_self_loops, normalize).propagate(dg)
+    return prop.graph, prop.values
 
 
-class GCNConv(nn.Module):
+def _aggregation(
+    improved: bool, add_self_loops: bool, normalize: bool
+) -> SymNorm | WeightedSum:
+    if not normalize:
+        return WeightedSum()
+    return SymNorm(2.0 if improved else 1.0, add_self_loops)
+
+
+class GCNConv(MessagePassing):
     """Graph convolution layer (symmetric normalisation, self-loops).
 
     Args:
@@ -103,6 +91,8 @@ class GCNConv(nn.Module):
     Shapes:
         x: ``[num_src, in_channels]``; returns ``[num_dst, out_channels]``.
     """
+
+    work_units = ((0, 1), (2, 4))
 
     def __init__(
         self,
@@ -130,6 +120,7 @@ class GCNConv(nn.Module):
         self.improved = improved
         self.add_self_loops = add_self_loops
         self.normalize = normalize
+        self.aggregation = _aggregation(improved, add_self_loops, normalize)
         self.lin = nn.Linear(in_channels, out_channels, bias=False)
         self.bias = nn.Parameter(torch.empty(out_channels)) if bias else None
         self.reset_parameters()
@@ -140,36 +131,9 @@ class GCNConv(nn.Module):
         if self.bias is not None:
             nn.init.zeros_(self.bias)
 
-    def forward(self, graph: Graph, x: torch.Tensor) -> torch.Tensor:
-        """Convolve ``x`` over ``graph`` (a full graph, a block or a DeviceGraph).
-
-        Raises:
-            OperatorError: if ``x`` does not have one row per source node.
-        """
-        dg = resolve_graph(graph, x, "GCNConv.forward")
-        prop, values = gcn_coefficients(
-            dg,
-            improved=self.improved,
-            add_self_loops=self.add_self_loops,
-            normalize=self.normalize,
-        )
-        first = aggregate_first(
-            num_src=prop.num_src,
-            num_dst=prop.num_dst,
-            num_edges=prop.num_edges,
-            in_width=self.in_channels,
-            out_width=self.out_channels,
-            x_requires_grad=x.requires_grad,
-            training=needs_backward(self),
-        )
-        if values is not None:
-            values = values.to(x.dtype)
-        if first:  # the bias joins the dense product (one fused addmm)
-            return F.linear(spmm(prop, x, values), self.lin.weight, self.bias)
-        out = spmm(prop, self.lin(x), values)
-        if self.bias is not None:
-            out = out + self.bias
-        return out
+    def transform(self) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """``(W, b)``: the bias joins after the aggregation, as PyG's."""
+        return self.lin.weight, self.bias
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.in_channels}, {self.out_channels})"

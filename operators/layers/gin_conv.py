@@ -1,8 +1,11 @@
 """Graph isomorphism network (GIN) convolution, PyG's ``GINConv``.
 
 ``out_i = nn((1 + eps) x_i + sum_{j -> i} x_j)`` with a user-supplied MLP ``nn``;
-``eps`` is a constant, or learned with ``train_eps=True``. The sum is taken before
-the MLP (it is not linear), with :func:`~strata.operators.kernels.aggregate`.
+``eps`` is a constant, or learned with ``train_eps=True``. Declared once as a
+:class:`~strata.operators.layers.message_passing.MessagePassing` layer: the
+:class:`~strata.operators.layers.message_passing.Sum` of the raw features, ``root =
+(1 + eps) x_i`` and ``update = nn(h + root)`` (no ``transform``: the MLP is not
+linear).
 
 References:
     Keyulu Xu, Weihua Hu, Jure Leskovec, Stefanie Jegelka. *How Powerful are Graph
@@ -22,13 +25,11 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import torch
-from torch import nn
 
-from strata.operators.kernels.aggregate import aggregate
-from strata.operators.layers._common import Graph, resolve_graph
+from strata.operators.layers.message_passing import MessagePassing, Sum
 
 
-class GINConv(nn.Module):
+class GINConv(MessagePassing):
     """GIN layer.
 
     Args:
@@ -39,6 +40,10 @@ class GINConv(nn.Module):
     Shapes:
         x: ``[num_src, F]``; returns ``nn``'s output for ``[num_dst, F]``.
     """
+
+    aggregation = Sum()
+    update_is_sum = False
+    work_units = ((2, 3), (6, 9))
 
     def __init__(
         self,
@@ -65,15 +70,13 @@ class GINConv(nn.Module):
                     reset()
         self.eps.data.fill_(self.initial_eps)
 
-    def forward(self, graph: Graph, x: torch.Tensor) -> torch.Tensor:
-        """Sum in-neighbours, add the scaled root, apply the MLP.
+    def root(self, x: torch.Tensor) -> torch.Tensor:
+        """``(1 + eps) x_i``."""
+        return (1 + self.eps) * x
 
-        Raises:
-            OperatorError: if ``x`` does not have one row per source node.
-        """
-        dg = resolve_graph(graph, x, "GINConv.forward")
-        out = aggregate(dg, x, "sum") + (1 + self.eps) * x[: dg.num_dst]
-        return self.nn(out)
+    def update(self, h: torch.Tensor, root: torch.Tensor | None) -> torch.Tensor:
+        """``nn(h + root)``."""
+        return self.nn(h if root is None else h + root)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(nn={self.nn})"

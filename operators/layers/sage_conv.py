@@ -10,9 +10,13 @@ paper's pooling aggregator, DGL's ``aggregator_type="pool"``, and PyG's
 ``SAGEConv(aggr="max", project=True)``. (Only the aggregated sources are
 projected; the root term uses the raw ``x_i``, as in PyG and DGL.)
 
-For linear aggregators the layer transforms before aggregating when that is
-cheaper (:func:`strata.operators.kernels.aggregate_first`); the bias is added after the
-aggregation, so nodes without in-neighbours still get ``W_l . 0 + b`` as in PyG.
+Declared once as a :class:`~strata.operators.layers.message_passing.MessagePassing`
+layer: ``message`` (the max-pool projection, if any), the aggregation, ``transform()
+= (W_l, b)``, ``root = W_r x_i`` and ``update`` (sum, then the optional L2
+normalisation). For linear aggregators the layer transforms before aggregating when
+that is cheaper (:func:`strata.operators.kernels.aggregate_first`); the bias is added
+after the aggregation, so nodes without in-neighbours still get ``W_l . 0 + b`` as in
+PyG.
 
 On a :class:`~strata.operators.samplers.Block` the root features are the destination
 rows ``x[:num_dst]`` (destinations come first among sources).
@@ -37,12 +41,13 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from strata.operators.kernels.aggregators import get_aggregator
-from strata.operators.kernels.order import aggregate_first
-from strata.operators.layers._common import Graph, needs_backward, resolve_graph
+from strata.operators.errors import OperatorError
+from strata.operators.layers.message_passing import Max, Mean, MessagePassing, Sum
+
+_AGGREGATIONS = {"mean": Mean(), "sum": Sum(), "max": Max()}
 
 
-class SAGEConv(nn.Module):
+class SAGEConv(MessagePassing):
     """GraphSAGE layer.
 
     Args:
@@ -59,6 +64,8 @@ class SAGEConv(nn.Module):
         x: ``[num_src, in_channels]``; returns ``[num_dst, out_channels]``.
     """
 
+    work_units = ((0, 3), (4, 7))
+
     def __init__(
         self,
         in_channels: int,
@@ -71,10 +78,14 @@ class SAGEConv(nn.Module):
         bias: bool = True,
     ) -> None:
         super().__init__()
+        if aggr not in _AGGREGATIONS:
+            raise OperatorError.build(
+                "aggr", "SAGEConv", f"one of {sorted(_AGGREGATIONS)}", repr(aggr)
+            )
         self.in_channels = in_channels
         self.out_channels = out_channels
         self.aggr = aggr
-        self.aggregation = get_aggregator(aggr, "SAGEConv")
+        self.aggregation = _AGGREGATIONS[aggr]
         self.normalize = normalize
         self.root_weight = root_weight
         self.project = project
@@ -83,6 +94,7 @@ class SAGEConv(nn.Module):
         self.lin_r = (
             nn.Linear(in_channels, out_channels, bias=False) if root_weight else None
         )
+        self.update_is_sum = not normalize
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
@@ -91,35 +103,27 @@ class SAGEConv(nn.Module):
             if lin is not None:
                 lin.reset_parameters()
 
-    def forward(self, graph: Graph, x: torch.Tensor) -> torch.Tensor:
-        """Aggregate in-neighbours of every destination and combine with its root.
+    @property
+    def sends_features(self) -> bool:
+        """Whether sources send their features unchanged (no max-pool)."""
+        return self.lin is None
 
-        Raises:
-            OperatorError: if ``x`` does not have one row per source node.
-        """
-        dg = resolve_graph(graph, x, "SAGEConv.forward")
-        x_root = x[: dg.num_dst]
-        x_src = F.relu(self.lin(x)) if self.lin is not None else x
-        first = not self.aggregation.linear or aggregate_first(
-            num_src=dg.num_src,
-            num_dst=dg.num_dst,
-            num_edges=dg.num_edges,
-            in_width=self.in_channels,
-            out_width=self.out_channels,
-            x_requires_grad=x_src.requires_grad,
-            training=needs_backward(self),
-        )
-        if first:
-            out = self.lin_l(self.aggregation(dg, x_src))
-        else:
-            out = self.aggregation(dg, F.linear(x_src, self.lin_l.weight))
-            if self.lin_l.bias is not None:
-                out = out + self.lin_l.bias
-        if self.lin_r is not None:
-            out = out + self.lin_r(x_root)
-        if self.normalize:
-            out = F.normalize(out, p=2.0, dim=-1)
-        return out
+    def message(self, x: torch.Tensor) -> torch.Tensor:
+        """The source's features, or ``relu(W_pool x + b)`` (max-pool)."""
+        return F.relu(self.lin(x)) if self.lin is not None else x
+
+    def transform(self) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """``(W_l, b)``."""
+        return self.lin_l.weight, self.lin_l.bias
+
+    def root(self, x: torch.Tensor) -> torch.Tensor | None:
+        """``W_r x_i`` (None without ``root_weight``)."""
+        return self.lin_r(x) if self.lin_r is not None else None
+
+    def update(self, h: torch.Tensor, root: torch.Tensor | None) -> torch.Tensor:
+        """``h + root``, L2-normalised with ``normalize``."""
+        out = h if root is None else h + root
+        return F.normalize(out, p=2.0, dim=-1) if self.normalize else out
 
     def __repr__(self) -> str:
         return (

@@ -11,7 +11,8 @@ a whole :class:`Contribution` (many destination rows) with one scatter.
   as one row ``(sum m, k)``. Never a running mean (the D3-GNN mean bug, §2).
 * max stores the current maximum. ``remove`` and a decreasing ``replace`` can only
   matter where the removed value *equals* the maximum; those nodes are marked
-  ``stale`` (ties included, so a tie never hides a needed recompute) and
+  ``stale`` (ties and near-ties within 1e-12 relative included, so neither a tie
+  nor a message rounded differently when computed again hides a recompute) and
   :meth:`MaxAggregator.refresh` recomputes them from their remaining messages.
   Increases are O(d). ``result`` refuses stale nodes.
 
@@ -296,7 +297,7 @@ class MaxAggregator(_Aggregator):
     def remove(self, acc: AggState, item: Contribution) -> AggState:
         """Remove messages; nodes whose maximum they may attain become stale."""
         self._fit(acc, item)
-        hit = (item.gathered() >= acc.values[item.dst]).any(axis=1)
+        hit = _attains(item.gathered(), acc.values[item.dst]).any(axis=1)
         acc.stale[item.dst[hit]] = True
         scatter_add(acc.counts, item.dst, -item.row_counts())
         return acc
@@ -307,7 +308,7 @@ class MaxAggregator(_Aggregator):
         """Swap messages: a decrease where ``old`` attains the max marks the node."""
         new, old = np.asarray(new), np.asarray(old)
         current = acc.values[dst]
-        hit = ((old >= current) & (new < old)).any(axis=1)
+        hit = (_attains(old, current) & (new < old)).any(axis=1)
         acc.stale[dst[hit]] = True
         scatter_max(acc.values, dst, new)
         return acc
@@ -353,3 +354,18 @@ AGGREGATORS: dict[str, type[_Aggregator]] = {
     "mean": MeanAggregator,
     "max": MaxAggregator,
 }
+
+
+#: Relative slack of "a removed message attains the maximum": a message computed
+#: again (for its removal) may differ from the one added in the last bits, as the
+#: layer's kernels may round a row differently in a batch of another size.
+_TIE = 1e-12
+
+
+def _attains(old: np.ndarray, current: np.ndarray) -> np.ndarray:
+    """Whether removing ``old`` may lower ``current`` (ties and near-ties: yes).
+
+    Conservative: a near-tie marks the node stale, and a refresh recomputes its
+    maximum from the live messages, which is exact either way.
+    """
+    return np.asarray(old >= current - _TIE * np.abs(current))

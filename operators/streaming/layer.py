@@ -129,7 +129,7 @@ class StreamingLayer:
         self.num_nodes = 0
         self.f = np.zeros((0, rule.in_dim), dtype=self.dtype)
         self.live = np.zeros(0, dtype=np.bool_)
-        self.r = np.zeros((0, rule.out_dim))
+        self.r = np.zeros((0, rule.root_dim))
         self.acc: AggState = self.agg.zero()
         self.stats = {"flushes": 0, "agg_rows": 0, "rows_out": 0, "pairs_out": 0}
         bias = rule.bias if rule.bias is not None else np.zeros(rule.out_dim)
@@ -143,7 +143,7 @@ class StreamingLayer:
             n = self.num_nodes
             f = np.zeros((capacity, self.rule.in_dim), dtype=self.dtype)
             live = np.zeros(capacity, dtype=np.bool_)
-            r = np.zeros((capacity, self.rule.out_dim))
+            r = np.zeros((capacity, self.rule.root_dim))
             f[:n], live[:n], r[:n] = self.f[:n], self.live[:n], self.r[:n]
             self.f, self.live, self.r = f, live, r
         self.agg.grow(self.acc, num_nodes)
@@ -167,7 +167,7 @@ class StreamingLayer:
         self.num_nodes = 0
         self.f = np.zeros((0, self.rule.in_dim), dtype=self.dtype)
         self.live = np.zeros(0, dtype=np.bool_)
-        self.r = np.zeros((0, self.rule.out_dim))
+        self.r = np.zeros((0, self.rule.root_dim))
         self.acc = self.agg.zero()
         self._grow(n)
         rows = f.shape[0]
@@ -436,7 +436,7 @@ class StreamingLayer:
         self.topology = Topology.from_state(topo, skips_loops=self.rule.skips_loops)
         self.f = np.array(state["f"], dtype=self.dtype).reshape(n, self.rule.in_dim)
         self.live = np.array(state["live"], dtype=np.bool_)
-        self.r = np.array(state["r"], dtype=np.float64).reshape(n, self.rule.out_dim)
+        self.r = np.array(state["r"], dtype=np.float64).reshape(n, self.rule.root_dim)
         self.acc = AggState.from_state(
             {k: state[f"acc.{k}"] for k in ("values", "counts", "stale")}
         )

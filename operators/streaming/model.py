@@ -1,12 +1,14 @@
 """StreamingModel: a trained batch GNN as a stack of incremental layer rules.
 
-:meth:`StreamingModel.from_module` takes a trained :class:`~strata.operators.layers.GCN`
-or :class:`~strata.operators.layers.GraphSAGE` (mean, sum or max aggregation), a single
-``GCNConv``/``SAGEConv``, or any module with ``convs`` and ``act`` built from them,
-and copies its weights into float64 :class:`~strata.operators.streaming.rules.LayerRule`
-objects. The result is plain data: :meth:`to_arrays` gives a dict of numpy arrays
-and scalars, so it crosses the process executor's wire and goes into checkpoints
-(no pickle, no torch module).
+:meth:`StreamingModel.from_module` takes a trained model whose layers are
+:class:`~strata.operators.layers.message_passing.MessagePassing` layers (GCN,
+GraphSAGE with mean, sum, max or max-pool aggregation, GIN, or a user's own), a
+single such layer, or any module with ``convs`` and ``act`` built from them, and
+derives one float64 :class:`~strata.operators.streaming.rules.LayerRule` per layer
+from the layer's definition. The result is plain data: :meth:`to_arrays` gives a
+dict of numpy arrays and scalars (each layer's import path, constructor arguments
+and float64 parameters), so it crosses the process executor's wire and goes into
+checkpoints (no pickle).
 
 Examples:
     >>> import torch
@@ -16,7 +18,7 @@ Examples:
     >>> model.num_layers, model.in_dim, model.out_dim, model.act
     (2, 8, 4, 'relu')
     >>> StreamingModel.from_arrays(model.to_arrays()).rules[1]
-    LayerRule(sage, aggr=mean, 16 -> 4)
+    LayerRule(SAGEConv, aggr=mean, 16 -> 4)
 """
 
 from __future__ import annotations
@@ -80,8 +82,8 @@ class StreamingModel:
         """Copy the weights of a trained model (see the module docstring).
 
         Raises:
-            OperatorError: for a layer without an incremental rule (GAT, GIN) or
-                an unsupported activation.
+            OperatorError: for a layer without an incremental rule (attention)
+                or an unsupported activation.
         """
         convs = getattr(model, "convs", None)
         if convs is None:

@@ -7,12 +7,15 @@ rows then the halo, or a chunk's sorted sources ``S_c``). Normalisation must use
 on the whole graph, exactly as the single-device layers compute them, and every
 slice copies its rows' edges in their original order:
 
-* ``gcn``: PyG's ``add_remaining_self_loops`` graph with the symmetric
-  coefficients of :func:`strata.operators.layers.gcn_conv.gcn_coefficients`;
-* ``mean``: the raw in-edges, and a per-destination scale ``1 / in_degree``
+the layer's aggregation (:mod:`strata.operators.layers.message_passing`) computes
+them, e.g.:
+
+* ``SymNorm`` (GCN): PyG's ``add_remaining_self_loops`` graph with the symmetric
+  coefficients;
+* ``Mean``: the raw in-edges, and a per-destination scale ``1 / in_degree``
   applied after the sum (as :func:`strata.operators.kernels.aggregate` does);
-* ``sum`` (GIN, SAGE-sum) and ``max``: the raw in-edges, unweighted (as
-  :func:`~strata.operators.kernels.aggregate`, which ignores edge weights).
+* ``Sum`` and ``Max``: the raw in-edges, unweighted; ``WeightedSum``: the edge
+  weights as coefficients.
 
 Each destination keeps all its in-edges, in the global order, so a slice sums
 the same terms in the same order as the single-device kernel.
@@ -21,7 +24,8 @@ Examples:
     >>> import numpy as np
     >>> from strata.storage import CSRGraph
     >>> g = CSRGraph.from_edges(np.array([0, 1, 2, 3]), np.array([1, 2, 3, 0]))
-    >>> prop = PropagationGraph.build(g, "gcn")
+    >>> from strata.operators.layers.message_passing import SymNorm
+    >>> prop = PropagationGraph.build(g, SymNorm())
     >>> local = prop.slice(np.array([1, 2]), np.array([0, 1, 2]))  # D, S
     >>> local.indptr.tolist(), local.indices.tolist()  # 1 <- {0, 1}, 2 <- {1, 2}
     ([0, 2, 4], [0, 1, 1, 2])
@@ -38,11 +42,24 @@ import torch
 
 from strata.operators.errors import OperatorError
 from strata.operators.kernels import DeviceGraph
-from strata.operators.layers.gcn_conv import gcn_coefficients
+from strata.operators.layers.message_passing import (
+    Aggregation,
+    Max,
+    Mean,
+    Sum,
+    SymNorm,
+)
 from strata.storage import CSRGraph
 
-#: Aggregations a slice supports.
+#: Aggregation kinds a slice supports (every reduction of per-source messages).
 KINDS = ("gcn", "mean", "sum", "max")
+#: The aggregation of each kind's name, for graphs rebuilt from shared memory.
+_BY_KIND: dict[str, Aggregation] = {
+    "gcn": SymNorm(),
+    "mean": Mean(),
+    "sum": Sum(),
+    "max": Max(),
+}
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -64,40 +81,34 @@ class PropagationGraph:
     row_scale: np.ndarray | None
 
     @classmethod
-    def build(cls, graph: CSRGraph, kind: str) -> PropagationGraph:
-        """Compute the propagation graph of ``kind`` on ``graph``.
+    def build(cls, graph: CSRGraph, aggregation: Aggregation | str) -> PropagationGraph:
+        """The propagation graph of ``aggregation`` on the whole of ``graph``.
+
+        The aggregation computes its coefficients exactly as the single-device
+        layer does (:meth:`Aggregation.propagate`), so slices keep them.
 
         Raises:
-            OperatorError: on an unknown kind.
+            OperatorError: on an unknown aggregation kind.
         """
-        if kind not in KINDS:
+        if isinstance(aggregation, str):  # a kind name, as stored in shared memory
+            if aggregation not in _BY_KIND:
+                raise OperatorError.build(
+                    "kind",
+                    "PropagationGraph.build",
+                    f"one of {KINDS}",
+                    repr(aggregation),
+                )
+            aggregation = _BY_KIND[aggregation]
+        if aggregation.name not in KINDS:
             raise OperatorError.build(
-                "kind", "PropagationGraph.build", f"one of {KINDS}", repr(kind)
+                "aggregation",
+                "PropagationGraph.build",
+                f"a reduction of per-source messages ({', '.join(KINDS)})",
+                repr(aggregation),
             )
         dg = DeviceGraph.from_csr(graph, torch.device("cpu"))
-        if kind == "gcn":
-            prop, values = gcn_coefficients(
-                dg, improved=False, add_self_loops=True, normalize=True
-            )
-            return cls(
-                kind,
-                prop.indptr.numpy().astype(np.int64),
-                prop.src_index().numpy().astype(np.int64),
-                None if values is None else values.numpy().astype(np.float32),
-                None,
-            )
-        scale = None
-        if kind == "mean":
-            degree = dg.in_degree().clamp(min=1).to(torch.float32)
-            scale = (1.0 / degree).numpy()
-        # aggregate() sums, averages and maxes unweighted: edge weights stay out.
-        return cls(
-            kind,
-            dg.indptr.numpy().astype(np.int64),
-            dg.src_index().numpy().astype(np.int64),
-            None,
-            scale,
-        )
+        indptr, indices, values, row_scale = aggregation.numpy_propagation(dg)
+        return cls(aggregation.name, indptr, indices, values, row_scale)
 
     @property
     def num_nodes(self) -> int:

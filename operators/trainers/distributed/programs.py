@@ -1,24 +1,26 @@
-"""Layer programs: a model's layer as aggregate-then-combine over a local slice.
+"""Layer programs: a model's layer as aggregate-then-finish over a local slice.
 
-The single-device layers (:mod:`strata.operators.layers`) aggregate over a whole graph
-and normalise with that graph's degrees. A distributed worker instead owns a
-slice (:class:`~strata.operators.trainers.distributed.local_graph.LocalGraph`) whose
-coefficients were computed globally, so it runs each layer as two parts using
-the layer's own parameters:
+Derived from the layers' one definition
+(:class:`~strata.operators.layers.message_passing.MessagePassing`), never from their
+names. The single-device layers aggregate over a whole graph; a distributed worker
+owns a slice (:class:`~strata.operators.trainers.distributed.local_graph.LocalGraph`)
+whose coefficients the layer's aggregation computed on the whole graph, so it runs
+each layer as two parts with the layer's own parameters:
 
-* ``aggregate(slice, x)``: the per-destination reduction (GCN-weighted sum,
-  mean, sum or max) of the slice's source rows ``x``;
-* ``combine(conv, z, root)``: the vertex-local rest (the dense transform, the
-  root term of SAGE and GIN, GIN's MLP), which needs only destination rows.
+* ``aggregate(slice, x, conv)``: the layer's messages of the slice's source rows
+  ``x``, reduced per destination by the layer's aggregation;
+* ``combine(conv, z, root)``: the layer's :meth:`MessagePassing.finish` (its
+  ``transform``, ``root`` and ``update``), which needs only destination rows.
 
-Linear aggregations also provide ``aggregate_t``, the transposed reduction, so
-chunked training can backpropagate a cached aggregate without its input rows
-(``hongtu.md`` §3.5). GCN aggregates first: ``(A X) W`` equals the layer's
-``A (X W)`` up to float rounding, and keeps the cached aggregate independent of
-the weights.
+Linear aggregations of layers whose message is the identity also provide
+``aggregate_t``, the transposed reduction, so chunked training can backpropagate a
+cached aggregate without its input rows (``hongtu.md`` §3.5). Aggregating first
+keeps the cached aggregate independent of the weights (``(A X) W`` equals the
+layer's ``A (X W)`` up to float rounding).
 
-Supported: ``gcn``, ``sage`` (mean, sum, max), ``gin``. GAT needs an edge
-softmax over the slice and is not wired in (:func:`program_for` says so).
+Any :class:`MessagePassing` layer runs: GCN, SAGE (mean, sum, max, max-pool), GIN
+and a user's own. Attention layers (GAT) need a distributed edge softmax and are
+refused by name (:func:`program_for` says so).
 
 Examples:
     >>> import numpy as np, torch
@@ -29,72 +31,34 @@ Examples:
     >>> model = GCN(4, 8, 2, num_layers=1)
     >>> x = torch.randn(3, 4)
     >>> program = program_for(model)
-    >>> part = SliceTensors.of(PropagationGraph.build(g, "gcn").slice(
-    ...     np.arange(3), np.arange(3)), torch.device("cpu"))
-    >>> y = program.combine(model.convs[0], program.aggregate(part, x), x)
+    >>> prop = PropagationGraph.build(g, program.aggregation)
+    >>> local = prop.slice(np.arange(3), np.arange(3))
+    >>> part = SliceTensors.of(local, torch.device("cpu"))
+    >>> conv = model.convs[0]
+    >>> y = program.combine(conv, program.aggregate(part, x, conv), x)
     >>> bool(torch.allclose(y, model(g, x), atol=1e-6))
     True
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Protocol, cast
+from typing import Any
 
 import torch
-import torch.nn.functional as F
 
 from strata.operators.errors import OperatorError
-from strata.operators.kernels import DeviceGraph, aggregate, aggregate_first, spmm
+from strata.operators.kernels import DeviceGraph
 from strata.operators.layers import BasicGNN
+from strata.operators.layers.message_passing import (
+    Aggregation,
+    MessagePassing,
+    Propagation,
+    message_passing_layer,
+)
 from strata.operators.trainers.distributed.local_graph import LocalGraph
 
-#: Models a distributed trainer runs.
-MODELS = ("gcn", "sage", "gin")
 _WHERE = "DistributedTrainer"
-
-
-class _Linear(Protocol):
-    """What this module reads of a conv's dense transform (torch's or PyG's)."""
-
-    weight: torch.Tensor
-    bias: torch.Tensor | None
-    in_features: int
-    out_features: int
-
-    def __call__(self, x: torch.Tensor) -> torch.Tensor: ...
-
-
-class _GCNConv(Protocol):
-    lin: _Linear
-    bias: torch.Tensor | None
-
-
-class _SAGEConv(Protocol):
-    lin_l: _Linear
-    lin_r: _Linear | None
-    normalize: bool
-
-
-class _GINConv(Protocol):
-    nn: Callable[[torch.Tensor], torch.Tensor]
-    eps: torch.Tensor
-
-
-# ``nn.Module.__getattr__`` types every submodule and parameter as
-# ``Tensor | Module``; these casts name what PyG's GCNConv, SAGEConv and GINConv
-# hold (``program_for`` admits only those models), without a runtime check.
-def _gcn(conv: torch.nn.Module) -> _GCNConv:
-    return cast(_GCNConv, conv)
-
-
-def _sage(conv: torch.nn.Module) -> _SAGEConv:
-    return cast(_SAGEConv, conv)
-
-
-def _gin(conv: torch.nn.Module) -> _GINConv:
-    return cast(_GINConv, conv)
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -130,16 +94,21 @@ class SliceTensors:
             device,
         )
 
-    def transposed(self) -> tuple[DeviceGraph, torch.Tensor | None]:
-        """The transposed graph and its edge values (built once, cached)."""
+    @property
+    def propagation(self) -> Propagation:
+        """The slice as the aggregation reduces it."""
+        return Propagation(self.graph, self.values, self.row_scale)
+
+    def transposed(self) -> Propagation:
+        """The transposed slice and its edge values (built once, cached)."""
         return self.graph.cached("distributed.transposed", self._transpose)
 
-    def _transpose(self) -> tuple[DeviceGraph, torch.Tensor | None]:
+    def _transpose(self) -> Propagation:
         graph, order = self.local.transposed(self.device)
         values = None
         if self.values is not None:
             values = self.values[torch.from_numpy(order).to(self.device)]
-        return graph, values
+        return Propagation(graph, values, None)
 
     @property
     def nbytes(self) -> int:
@@ -149,65 +118,67 @@ class SliceTensors:
 
 @dataclass(frozen=True, slots=True)
 class LayerProgram:
-    """How one model's layers aggregate and combine (see the module docstring).
+    """How a model's layers aggregate and finish (see the module docstring).
 
     Attributes:
-        model: ``gcn``, ``sage`` or ``gin``.
-        kind: the propagation kind (``gcn``, ``mean``, ``sum`` or ``max``).
+        aggregation: the layers' aggregation (every layer shares it).
         needs_root: whether ``combine`` reads the destinations' own input rows.
+        identity_message: whether the layers send their input rows unchanged.
+        work_units: the layers' ``finish`` temporaries per width (forward,
+            backward), for HongTu's memory model.
     """
 
-    model: str
-    kind: str
+    aggregation: Aggregation
     needs_root: bool
+    identity_message: bool
+    work_units: tuple[tuple[int, int], tuple[int, int]]
+
+    @property
+    def kind(self) -> str:
+        """The aggregation's accumulator kind (``gcn``, ``mean``, ``sum``, ``max``)."""
+        return self.aggregation.name
 
     @property
     def linear(self) -> bool:
-        """Whether the aggregation is linear (it has a transpose; it can be cached)."""
-        return self.kind != "max"
+        """Whether a cached aggregate can be backpropagated by the transpose."""
+        return self.aggregation.linear and self.identity_message
 
-    def aggregate(self, part: SliceTensors, x: torch.Tensor) -> torch.Tensor:
-        """Reduce ``x`` (the slice's source rows) per destination."""
-        if self.kind == "max":
-            return aggregate(part.graph, x, "max")
-        z = spmm(part.graph, x, part.values)
-        if part.row_scale is not None:
-            z = z * part.row_scale.unsqueeze(1)
-        return z
+    def aggregate(
+        self,
+        part: SliceTensors,
+        x: torch.Tensor,
+        conv: torch.nn.Module | None = None,
+    ) -> torch.Tensor:
+        """Reduce the messages of ``x`` (the slice's source rows) per destination.
+
+        ``conv`` sends the messages; without it the rows themselves are sent,
+        which is only right for layers whose message is the identity.
+        """
+        if conv is not None:
+            x = _layer(conv).message(x)
+        elif not self.identity_message:
+            raise OperatorError.build(
+                "conv", "LayerProgram.aggregate", "the layer (its messages)", "None"
+            )
+        return self.aggregation.reduce(part.propagation, x)
 
     def aggregate_t(self, part: SliceTensors, dz: torch.Tensor) -> torch.Tensor:
         """The transposed reduction: a destination gradient to its source rows."""
-        if not self.linear:
+        if not self.identity_message:
             raise OperatorError.build(
-                "aggregation",
+                "message",
                 "LayerProgram.aggregate_t",
-                "a linear aggregation (gcn, mean, sum)",
-                self.kind,
-                "max has no transpose; recompute it (policy 'refetch')",
+                "a layer that sends its input rows (identity message)",
+                "a message transform",
+                "backpropagate through the message: recompute (policy 'refetch')",
             )
-        if part.row_scale is not None:
-            dz = dz * part.row_scale.unsqueeze(1)
-        graph, values = part.transposed()
-        return spmm(graph, dz, values)
+        return self.aggregation.reduce_t(part.transposed(), part.row_scale, dz)
 
     def combine(
         self, conv: torch.nn.Module, z: torch.Tensor, root: torch.Tensor | None
     ) -> torch.Tensor:
         """The layer's output (before the activation) from ``z`` and ``root``."""
-        if self.model == "gcn":
-            gcn = _gcn(conv)
-            return F.linear(z, gcn.lin.weight, gcn.bias)
-        assert root is not None
-        if self.model == "sage":
-            sage = _sage(conv)
-            out = sage.lin_l(z)
-            if sage.lin_r is not None:
-                out = out + sage.lin_r(root)
-            if sage.normalize:
-                out = F.normalize(out, p=2.0, dim=-1)
-            return out
-        gin = _gin(conv)
-        return gin.nn(z + (1 + gin.eps) * root)
+        return _layer(conv).finish(z, root)
 
     def layer(
         self,
@@ -218,36 +189,10 @@ class LayerProgram:
     ) -> torch.Tensor:
         """The whole layer (before the activation), in the cheaper order.
 
-        GCN and SAGE with a linear aggregation may transform before aggregating
-        (``A (X W) == (A X) W``); :func:`strata.operators.kernels.aggregate_first`
-        decides, as the single-device layers do. GIN's MLP comes after the sum.
+        The layer's own :meth:`MessagePassing.propagate` over the slice: a
+        linear aggregation may run after the transform (``A (X W) == (A X) W``).
         """
-        if self.model == "gin" or not self.linear:
-            return self.combine(conv, self.aggregate(part, x), root)
-        lin = _gcn(conv).lin if self.model == "gcn" else _sage(conv).lin_l
-        first = aggregate_first(
-            num_src=part.graph.num_src,
-            num_dst=part.graph.num_dst,
-            num_edges=part.graph.num_edges,
-            in_width=lin.in_features,
-            out_width=lin.out_features,
-            x_requires_grad=x.requires_grad,
-            training=torch.is_grad_enabled(),
-        )
-        if first:
-            return self.combine(conv, self.aggregate(part, x), root)
-        out = self.aggregate(part, F.linear(x, lin.weight))
-        bias = _gcn(conv).bias if self.model == "gcn" else lin.bias
-        if bias is not None:
-            out = out + bias
-        if self.model == "sage":
-            sage = _sage(conv)
-            if sage.lin_r is not None:
-                assert root is not None  # SAGE's program needs_root
-                out = out + sage.lin_r(root)
-            if sage.normalize:
-                out = F.normalize(out, p=2.0, dim=-1)
-        return out
+        return _layer(conv).propagate(part.propagation, x, root)
 
     def work_bytes(self, num_dst: int, d_in: int, d_out: int, backward: bool) -> int:
         """A bound on ``combine``'s temporaries (and its backward's), in bytes.
@@ -255,39 +200,38 @@ class LayerProgram:
         ``combine`` runs small dense work on destination rows; its intermediates
         live inside torch, so the arena counts this modelled bound for them.
         """
-        units = {
-            "gcn": (0, 1) if not backward else (2, 4),
-            "sage": (0, 3) if not backward else (4, 7),
-            "gin": (2, 3) if not backward else (6, 9),
-        }[self.model]
+        units = self.work_units[1 if backward else 0]
         return 4 * num_dst * (units[0] * d_in + units[1] * d_out)
 
 
+def _layer(conv: torch.nn.Module) -> MessagePassing:
+    return message_passing_layer(conv, _WHERE)
+
+
 def program_for(model: BasicGNN) -> LayerProgram:
-    """The :class:`LayerProgram` of a built model.
+    """The :class:`LayerProgram` of a built model, read off its layers' definition.
 
     Raises:
-        OperatorError: for models or options the distributed trainers do not run.
+        OperatorError: for a layer that is not a :class:`MessagePassing` one, an
+            attention layer, or layers that aggregate differently.
     """
-    name = type(model).__name__.lower().replace("graphsage", "sage")
-    if name not in MODELS:
-        raise OperatorError.build(
-            "model",
-            _WHERE,
-            f"one of {list(MODELS)}",
-            repr(type(model).__name__),
-            "attention layers (GAT) need a distributed edge softmax; train GAT "
-            "with the single-device FullGraphTrainer",
-        )
-    if name == "gcn":
-        return LayerProgram("gcn", "gcn", needs_root=False)
-    if name == "gin":
-        return LayerProgram("gin", "sum", needs_root=True)
-    if getattr(model, "project", False):
-        raise OperatorError.build(
-            "project", _WHERE, "project=False for SAGE", "True", None
-        )
-    return LayerProgram("sage", str(model.aggr), needs_root=True)
+    convs = [_layer(conv) for conv in model.convs]
+    first = convs[0]
+    for i, conv in enumerate(convs[1:], start=2):
+        if conv.aggregation != first.aggregation or conv.uses_root != first.uses_root:
+            raise OperatorError.build(
+                f"layer {i}",
+                _WHERE,
+                f"the aggregation of layer 1 ({first.aggregation!r})",
+                repr(conv.aggregation),
+                "a partition-parallel model's layers share one propagation graph",
+            )
+    return LayerProgram(
+        first.aggregation,
+        needs_root=first.uses_root,
+        identity_message=all(conv.sends_features for conv in convs),
+        work_units=first.work_units,
+    )
 
 
 def layer_widths(model: BasicGNN) -> list[tuple[int, int]]:
