@@ -91,7 +91,8 @@ def plan_rows(data: TrainingData, args: argparse.Namespace) -> dict[str, Any]:
         dist = DistributedConfig(
             workers=args.workers, mode="hongtu", chunks=args.chunks, dedup=mode
         )
-        summary = build_chunk_plan(data.graph, part, prop, model, program, dist).summary
+        plan = build_chunk_plan(data.graph, part, prop, model, program, dist)
+        summary = plan.summary.to_dict()
         out[mode] = {
             k: summary[k]
             for k in ("alpha", "host_rows", "peer_rows", "keep_rows", "naive_host_rows")
@@ -160,9 +161,9 @@ def memory(args: argparse.Namespace) -> dict[str, Any]:
     part = level1_partition(data.graph, args.workers, DistributedConfig().level1, 0)
     one = DistributedConfig(workers=args.workers, mode="hongtu", chunks=1)
     unchunked = max(
-        build_chunk_plan(data.graph, part, prop, model, program, one).summary[
-            "modelled_peak_bytes"
-        ]
+        build_chunk_plan(
+            data.graph, part, prop, model, program, one
+        ).summary.modelled_peak_bytes
     )
     budget = int(unchunked * args.budget_fraction)
     result: dict[str, Any] = {

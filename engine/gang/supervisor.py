@@ -38,6 +38,7 @@ from typing import Any
 from strata.engine.errors import RemoteError
 from strata.engine.gang import start
 from strata.engine.gang.errors import FailureKind, GangError, WorkerFailure
+from strata.engine.gang.messages import Beat, Done, Failed, Ready, WorkerMessage
 from strata.engine.gang.metrics import WorkerMetrics
 from strata.engine.gang.report import GangReport, WorkerReport
 from strata.engine.gang.spec import GangPlacement, GangSpec
@@ -221,32 +222,37 @@ class GangSupervisor:
         except (EOFError, OSError):
             r.reader.close()
             return
-        kind, *body = message
         now = time.monotonic()
         r.last_beat = now
-        if kind == "ready":
-            r.ready_at = now
-        elif kind == "beat":
-            r.progress, r.metrics = body
-            log.debug("gang %r: rank %d: %s", self.name, r.rank, r.progress)
-        elif kind == "done":
-            payload, r.metrics, stats = body
-            try:
-                r.result = pickle.loads(payload)
-            except Exception as exc:
-                detail = f"a result the parent cannot unpickle: {exc!r}"
-                self._fail(r, FailureKind.RAISED, detail)
-                return
-            r.stats = stats
-        elif kind == "error":
-            type_name, text, trace, metrics, progress, phase = body
-            if phase == "join":
-                self.joining.add(r.rank)
-            r.metrics = metrics or r.metrics
-            r.progress = progress or r.progress
-            r.failed = True
-            self.remote[r.rank] = RemoteError(type_name, text, trace)
-            self._fail(r, FailureKind.RAISED, f"{type_name}: {text}", trace)
+        self._handle(r, message, now)
+
+    def _handle(self, r: _Rank, message: WorkerMessage, now: float) -> None:
+        """Apply one message from rank ``r`` (see :mod:`.messages`)."""
+        match message:
+            case Ready():
+                r.ready_at = now
+            case Beat(progress=progress, metrics=metrics):
+                r.progress, r.metrics = progress, metrics
+                log.debug("gang %r: rank %d: %s", self.name, r.rank, r.progress)
+            case Done(payload=payload, metrics=metrics, stats=stats):
+                r.metrics = metrics
+                try:
+                    r.result = pickle.loads(payload)
+                except Exception as exc:
+                    detail = f"a result the parent cannot unpickle: {exc!r}"
+                    self._fail(r, FailureKind.RAISED, detail)
+                    return
+                r.stats = stats
+            case Failed():
+                if message.phase == "join":
+                    self.joining.add(r.rank)
+                r.metrics = message.metrics or r.metrics
+                r.progress = message.progress or r.progress
+                r.failed = True
+                error = RemoteError(message.type_name, message.text, message.trace)
+                self.remote[r.rank] = error
+                summary = f"{message.type_name}: {message.text}"
+                self._fail(r, FailureKind.RAISED, summary, message.trace)
 
     def _exited(self, r: _Rank) -> None:
         r.exited = True

@@ -9,14 +9,17 @@ The launcher starts this module's :func:`main` in each worker process. It:
 2. applies ``env`` and the torch thread count, selects its CUDA device, joins
    the process group through the parent's ``TCPStore`` and passes one barrier, so
    every link of the mesh has carried data before any rank runs user code;
-3. says ``ready``, seeds itself with its rank seed, and runs ``fn(ctx, ...)``;
-4. sends ``done`` with the pickled result and its metrics, or ``error`` with the
-   exception's type, message, formatted traceback and phase (``join`` before
-   ``ready``, ``run`` after: the parent retries a gang whose join failed).
+3. says :class:`~.messages.Ready`, seeds itself with its rank seed, and runs
+   ``fn(ctx, ...)``;
+4. sends :class:`~.messages.Done` with the pickled result and its metrics, or
+   :class:`~.messages.Failed` with the exception's type, message, formatted
+   traceback and phase (``join`` before ``Ready``, ``run`` after: the parent
+   retries a gang whose join failed).
 
-Messages to the parent are plain pickles over a one-way pipe (not the engine's
-wire: this stays inside one gang), written only under a lock, so heartbeats from
-a helper thread cannot interleave with the result.
+Messages to the parent are the typed dataclasses of :mod:`.messages`, pickled
+over a one-way pipe (not the engine's wire: this stays inside one gang), written
+only under a lock, so heartbeats from a helper thread cannot interleave with the
+result.
 """
 
 from __future__ import annotations
@@ -35,9 +38,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import timedelta
 from multiprocessing.connection import Connection, wait
-from typing import Any
+from typing import Any, Literal
 
 from strata.engine.gang.context import GangContext, seed_everything
+from strata.engine.gang.messages import Beat, Done, Failed, Ready, WorkerMessage
 from strata.engine.gang.metrics import WorkerMetrics
 
 #: Exit code of a worker whose parent died (the lifeline ended it).
@@ -75,10 +79,10 @@ def main(
     sender = _Sender(channel)
     ctx: GangContext | None = None
     code = 0
-    phase = "join"
+    phase: Literal["join", "run"] = "join"
     try:
         ctx = _join(setup, sender)
-        sender.send("ready", {"pid": os.getpid(), "device": str(ctx.device)})
+        sender.send(Ready(pid=os.getpid(), device=str(ctx.device)))
         phase = "run"
         seed_everything(ctx.seed)
         start = time.perf_counter()
@@ -87,19 +91,20 @@ def main(
         if ctx.device.type == "cuda":
             result = _on_cpu(result)
         payload = pickle.dumps(result, protocol=pickle.HIGHEST_PROTOCOL)
-        sender.send("done", payload, ctx.metrics.to_dict(), _stats(ctx, wall_s))
+        sender.send(Done(payload, ctx.metrics.to_dict(), _stats(ctx, wall_s)))
     except BaseException as exc:  # a worker must always report before it exits
         code = 1
         metrics = ctx.metrics.to_dict() if ctx is not None else {}
         progress = ctx.progress if ctx is not None else None
         sender.send(
-            "error",
-            type(exc).__qualname__,
-            str(exc),
-            "".join(traceback.format_exception(exc)),
-            metrics,
-            progress,
-            phase,
+            Failed(
+                type_name=type(exc).__qualname__,
+                text=str(exc),
+                trace="".join(traceback.format_exception(exc)),
+                metrics=metrics,
+                progress=progress,
+                phase=phase,
+            )
         )
     finally:
         _leave()
@@ -215,11 +220,11 @@ class _Sender:
         self.channel = channel
         self.lock = threading.Lock()
 
-    def send(self, kind: str, *body: Any) -> None:
-        data = pickle.dumps((kind, *body), protocol=pickle.HIGHEST_PROTOCOL)
+    def send(self, message: WorkerMessage) -> None:
+        data = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
         # The parent may be gone or have stopped listening; the lifeline exits.
         with self.lock, contextlib.suppress(OSError):
             self.channel.send_bytes(data)
 
     def beat(self, progress: str | None, metrics: WorkerMetrics) -> None:
-        self.send("beat", progress, metrics.to_dict())
+        self.send(Beat(progress, metrics.to_dict()))

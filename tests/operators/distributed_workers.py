@@ -9,7 +9,7 @@ from typing import Any
 import torch
 
 from strata.engine.gang import GangContext, run_gang_report
-from strata.operators.trainers.distributed.counters import TransferCounters
+from strata.operators.trainers.distributed.counters import Phase, TransferCounters
 from strata.operators.trainers.distributed.halo import HaloPlan, halo_exchange
 from strata.partition import PartitionBook
 
@@ -35,7 +35,7 @@ def exchange_halo(
     (local * coeff[ctx.rank][ids]).sum().backward()
     assert x_owned.grad is not None
     per_peer = [
-        counters.total("halo_send_rows", phase="fwd", peer=p)
+        counters.total(phase=Phase.FWD, peer=p).halo_send_rows
         for p in range(ctx.world_size)
     ]
     return {

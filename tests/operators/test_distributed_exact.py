@@ -183,5 +183,5 @@ def test_dropout_zero_equals_the_plain_full_graph_trainer() -> None:
     ]
     trainers = [DistributedTrainer(train_config("gcn", dropout=0.0), d) for d in dists]
     for trainer, run in zip(trainers, dw.fit_on_one_gang(data, trainers), strict=True):
-        label = f"cora, gcn, dropout 0, {trainer.dist.mode.value}"
+        label = f"cora, gcn, dropout 0, {trainer.dist.mode.name}"
         assert_matches(run, oracle("cora", "gcn", plain=True), label)

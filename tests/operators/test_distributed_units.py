@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 import torch
@@ -15,10 +17,24 @@ from strata.operators.trainers import ModelConfig, TrainConfig
 from strata.operators.trainers.distributed import (
     DistributedConfig,
     DistributedTrainer,
-    Mode,
+    Emma,
+    Exact,
+    GangConfig,
+    HongTu,
+    Level1,
+    Level1Config,
+    Phase,
+    Traffic,
+    TransferCounters,
+    engine_for,
+    parse_mode,
 )
 from strata.operators.trainers.distributed import dropout as D
-from strata.operators.trainers.distributed.chunked.arena import ArenaError, DeviceArena
+from strata.operators.trainers.distributed.chunked.arena import (
+    ArenaError,
+    Buffer,
+    DeviceArena,
+)
 from strata.operators.trainers.distributed.chunked.steps import (
     pack_steps,
     step_indices,
@@ -208,13 +224,15 @@ def test_rows_sent_to_several_peers_with_sparse_ids(seed: int) -> None:
 
 def test_arena_tracks_peak_and_refuses_past_its_budget() -> None:
     arena = DeviceArena(budget=1000)
-    arena.alloc("a", (100,))
-    arena.reserve("b", 400)
-    arena.free("a")
-    arena.rename("b", "c")
+    arena.alloc(Buffer.ROWS, (100,))
+    arena.reserve(Buffer.WORK, 400)
+    arena.free(Buffer.ROWS)
+    arena.rename(Buffer.ROWS, Buffer.PREV)  # nothing held under ROWS: no-op
+    arena.rename(Buffer.WORK, Buffer.GRADS)
+    assert arena.live == {Buffer.GRADS: 400}
     assert (arena.live_bytes, arena.peak_bytes) == (400, 800)
-    with pytest.raises(ArenaError, match="device_budget=1000"):
-        arena.alloc("d", (200,))
+    with pytest.raises(ArenaError, match=r"device_budget=1000.*'send'"):
+        arena.alloc(Buffer.SEND, (200,))
 
 
 # ----------------------------------------------------------------- settings
@@ -223,9 +241,86 @@ def test_conflicting_settings_name_both() -> None:
         DistributedConfig(workers=2, chunks=4)
     with pytest.raises(OperatorError, match=r"device_budget=None with mode='exact'"):
         DistributedConfig(workers=2, device_budget=1 << 20)
-    with pytest.raises(OperatorError, match="EmmaTrainer"):
-        DistributedConfig(workers=2, mode="emma")
-    assert DistributedConfig(mode="hongtu").mode is Mode.HONGTU
+    with pytest.raises(OperatorError, match=r"chunks=None with mode='emma'"):
+        DistributedConfig(workers=2, mode="emma", chunks=2)
+    assert DistributedConfig(mode="emma").mode == Emma()
+    assert DistributedConfig(mode="hongtu").mode == HongTu()
+
+
+def test_the_flat_shim_builds_the_typed_pieces() -> None:
+    flat = DistributedConfig(
+        workers=3,
+        mode="hongtu",
+        chunks=4,
+        dedup="intra",
+        level1="random",
+        partition_seed=5,
+        threads_per_worker=1,
+        compression="bf16",
+    )
+    typed = DistributedConfig(
+        gang=GangConfig(workers=3, threads_per_worker=1),
+        mode=HongTu(chunks=4, dedup=LoadMode.INTRA),
+        partition=Level1Config(Level1.RANDOM, seed=5),
+        compression="bf16",
+    )
+    assert flat == typed
+    assert (flat.workers, flat.level1) == (3, Level1.RANDOM)
+    # the jobs pass HongTu's defaults with every mode: ignored, as before
+    exact = DistributedConfig(mode="exact", max_chunks=64, dedup="both")
+    assert exact.mode == Exact()
+    assert dataclasses.replace(typed, workers=2).gang.workers == 2
+    assert typed.with_mode(Emma(4)).mode == Emma(4)
+
+
+@pytest.mark.parametrize(
+    ("build", "subject"),
+    [
+        (lambda: HongTu(chunks=0), "chunks"),
+        (lambda: HongTu(chunks=8, max_chunks=4), "chunks"),
+        (lambda: HongTu(dedup="most"), "dedup"),
+        (lambda: HongTu(cache_policy="never"), "cache_policy"),
+        (lambda: Emma(splits=0), "splits"),
+        (lambda: GangConfig(workers=0), "workers"),
+        (lambda: GangConfig(device="tpu"), "device"),  # type: ignore[arg-type]
+        (lambda: Level1Config("spectral"), "level1"),  # type: ignore[arg-type]
+        (lambda: DistributedConfig(compression="int8"), "compression"),  # type: ignore[arg-type]
+        (lambda: parse_mode("pipeline"), "mode"),
+        (lambda: parse_mode("emma", chunks=2), "chunks"),
+    ],
+)
+def test_modes_and_pieces_check_their_settings(build, subject: str) -> None:  # type: ignore[no-untyped-def]
+    with pytest.raises(OperatorError, match=f"^{subject} in "):
+        build()
+
+
+def test_each_mode_type_has_its_engine() -> None:
+    from strata.operators.trainers.distributed.chunked import ChunkedEngine
+    from strata.operators.trainers.distributed.emma import EmmaEngine
+    from strata.operators.trainers.distributed.partition_parallel import (
+        PartitionParallelEngine,
+    )
+
+    assert engine_for(Exact()) is PartitionParallelEngine
+    assert engine_for(HongTu(chunks=2)) is ChunkedEngine
+    assert engine_for(Emma(3)) is EmmaEngine
+    assert parse_mode("hongtu", chunks=2, device_budget=None) == HongTu(chunks=2)
+
+
+def test_counters_are_typed_fields_summed_per_phase() -> None:
+    c = TransferCounters()
+    c.add(Phase.FWD, Traffic(halo_send_rows=2, halo_send_bytes=16), layer=1, peer=1)
+    c.add(Phase.FWD, Traffic(halo_send_rows=1, halo_send_bytes=8), layer=2, peer=0)
+    c.add(Phase.BWD, Traffic(allreduce_bytes=40))
+    assert c.total(phase=Phase.FWD) == Traffic(halo_send_rows=3, halo_send_bytes=24)
+    assert c.total(peer=1).halo_send_rows == 2
+    assert c.end_epoch() == {
+        "bwd.allreduce_bytes": 40,
+        "fwd.halo_send_bytes": 24,
+        "fwd.halo_send_rows": 3,
+    }
+    assert c.epoch_total(0, Phase.BWD) == Traffic(allreduce_bytes=40)
+    assert c.snapshot()["layers"][0]["fwd.l2.halo_send_bytes"] == 8
 
 
 def test_more_workers_than_nodes_is_refused_before_any_work() -> None:

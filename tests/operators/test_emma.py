@@ -227,7 +227,7 @@ def test_refresh_writes_the_exact_aggregate_and_evaluation_writes_nothing() -> N
         )
         torch.testing.assert_close(engine.state[0], exact, rtol=1e-5, atol=1e-5)
         assert engine.refreshes == [2]
-        assert engine.counters.total("refresh_bytes") == 0  # one worker: no halo
+        assert engine.counters.total().refresh_bytes == 0  # one worker: no halo
 
 
 def test_snapshot_and_restore_continue_the_same_trajectory() -> None:

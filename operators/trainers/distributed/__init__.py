@@ -1,70 +1,99 @@
-"""Full-graph training across a gang of workers (issue 6; ``hongtu.md``).
+"""Full-graph training across a gang of workers (issue 6; ``hongtu.md``, ``emma.md``).
 
 * :class:`DistributedTrainer` (a pipeline step, like ``FullGraphTrainer``) with
-  :class:`DistributedConfig`: ``mode="exact"`` is partition-parallel training
-  (:mod:`.partition_parallel`), ``mode="hongtu"`` chunked training with host
-  offload, deduplicated loading and a recompute-or-cache rule (:mod:`.chunked`).
-  Both equal single-device training for any worker count.
+  :class:`DistributedConfig`: a :class:`GangConfig`, a :class:`Level1Config` and
+  the mode, one typed value (:mod:`.modes`): ``Exact()`` is partition-parallel
+  training (:mod:`.partition_parallel`), ``HongTu(...)`` chunked training with
+  host offload, deduplicated loading and a recompute-or-cache rule
+  (:mod:`.chunked`), ``Emma(...)`` source chunking with moving aggregation
+  (:mod:`.emma`). Exact and HongTu equal single-device training for any worker
+  count; Emma is approximate.
 * :mod:`.halo`: :class:`HaloPlan`, :func:`halo_exchange` (autograd all_to_all of
-  boundary rows), :func:`all_to_all_rows` -- the module the Emma option builds on.
+  boundary rows), :func:`all_to_all_rows`.
 * :mod:`.dropout`: counter-based dropout masks, the same for every worker count;
   :class:`CounterDropoutTrainer` is the single-device oracle using them.
-* :mod:`.counters`: :class:`TransferCounters` (bytes and rows per epoch, phase,
-  layer, peer).
+* :mod:`.counters`: :class:`TransferCounters` of typed :class:`Traffic` per
+  epoch, :class:`Phase`, layer and peer.
+* :mod:`.inputs`: the typed messages between the parent and its workers.
 
 Example (starts a gang, so not a doctest)::
 
-    from strata.storage import load_planetoid from strata.operators.trainers import
-    ModelConfig, TrainConfig from strata.operators.trainers.distributed import
-    DistributedConfig, DistributedTrainer
+    from strata.storage import load_planetoid
+    from strata.operators.trainers import ModelConfig, TrainConfig
+    from strata.operators.trainers.distributed import (
+        DistributedConfig, DistributedTrainer, GangConfig, HongTu)
 
     config = TrainConfig(ModelConfig("gcn"), epochs=20)
-    dist = DistributedConfig(workers=2, mode="hongtu", device_budget=8 << 20)
+    dist = DistributedConfig(
+        gang=GangConfig(workers=2), mode=HongTu(device_budget=8 << 20))
     run = DistributedTrainer(config, dist).fit(load_planetoid("cora"))
     run.result.test_accuracy, run.report["plan"]["chunks"]
 """
 
 from strata.operators.trainers.distributed.config import (
-    CachePolicy,
     DistributedConfig,
     Fault,
+    GangConfig,
     Level1,
-    Mode,
+    Level1Config,
 )
-from strata.operators.trainers.distributed.counters import TransferCounters
+from strata.operators.trainers.distributed.counters import (
+    Phase,
+    Traffic,
+    TransferCounters,
+)
 from strata.operators.trainers.distributed.dropout import counter_dropout, keep_mask
 from strata.operators.trainers.distributed.halo import (
     HaloPlan,
     all_to_all_rows,
     halo_exchange,
 )
+from strata.operators.trainers.distributed.inputs import WorkerInputs, WorkerResult
+from strata.operators.trainers.distributed.modes import (
+    CachePolicy,
+    DistributedMode,
+    Emma,
+    Exact,
+    HongTu,
+    parse_mode,
+)
 from strata.operators.trainers.distributed.partition_parallel import (
     PartitionParallelEngine,
 )
 from strata.operators.trainers.distributed.reference import CounterDropoutTrainer
 from strata.operators.trainers.distributed.trainer import (
-    ENGINES,
     DistributedResult,
     DistributedTrainer,
+    engine_for,
     train_worker,
 )
 
 __all__ = [
-    "ENGINES",
     "CachePolicy",
     "CounterDropoutTrainer",
     "DistributedConfig",
+    "DistributedMode",
     "DistributedResult",
     "DistributedTrainer",
+    "Emma",
+    "Exact",
     "Fault",
+    "GangConfig",
     "HaloPlan",
+    "HongTu",
     "Level1",
-    "Mode",
+    "Level1Config",
     "PartitionParallelEngine",
+    "Phase",
+    "Traffic",
     "TransferCounters",
+    "WorkerInputs",
+    "WorkerResult",
     "all_to_all_rows",
     "counter_dropout",
+    "engine_for",
     "halo_exchange",
     "keep_mask",
+    "parse_mode",
     "train_worker",
 ]

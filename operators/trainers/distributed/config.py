@@ -1,30 +1,39 @@
 """How a full-graph run is spread over a gang: :class:`DistributedConfig`.
 
 The model, optimiser and epochs stay in :class:`~strata.operators.trainers.TrainConfig`;
-this config says how many workers train, how the graph is split among them and
-which mode runs:
+this config is a few small frozen pieces:
 
-* :attr:`Mode.EXACT`: partition-parallel training. Each worker owns one part of
-  a level-1 partition (METIS-style multilevel by default) with its rows on its
-  device; every layer exchanges halo rows forward and halo gradients backward.
-* :attr:`Mode.HONGTU`: chunked training with host offload (``hongtu.md``). Vertex
-  data and activations live in a shared host store; each worker streams its part
-  chunk by chunk (a two-level partition) through a device arena of
-  ``device_budget`` bytes, with deduplicated loading (:attr:`dedup`) and a
-  recompute-or-cache rule per layer (:attr:`cache_policy`).
-* the Emma option (``emma.md``) builds on the exact mode's engine and loop; it has
-  its own step (:class:`~strata.operators.trainers.distributed.emma.EmmaTrainer`), so
-  ``mode="emma"`` here fails with an error pointing to it.
+* :class:`GangConfig`: how many workers, on which device, with which limits;
+* :class:`Level1Config`: how the graph is split into one part per worker;
+* ``mode``: one typed value, ``Exact() | HongTu(...) | Emma(...)``
+  (:mod:`~strata.operators.trainers.distributed.modes`), carrying only its own
+  settings;
+* ``compression``: the gradient all-reduce's number format.
 
-Both exact modes give the result of single-device training (up to float
-rounding) for any worker count. Settings that contradict each other fail when
-the config is built, naming both (e.g. ``chunks`` with ``mode="exact"``).
+Settings that contradict each other cannot be written: HongTu's chunk count is
+a field of :class:`HongTu` only, Emma's splits of :class:`Emma` only.
+
+**Compatibility shim.** The flat keyword form of the old 19-field config is
+still accepted and converted to the pieces, so existing jobs keep working::
+
+    DistributedConfig(workers=2, mode="hongtu", chunks=4)
+    == DistributedConfig(gang=GangConfig(workers=2), mode=HongTu(chunks=4))
+
+A flat call takes ``mode`` as ``"exact"``, ``"hongtu"`` or ``"emma"``; HongTu's
+settings (``chunks``, ``device_budget``, ``max_chunks``, ``chunk_method``,
+``dedup``, ``cache_policy``, ``host_budget``) go into :class:`HongTu`, and
+``chunks`` or ``device_budget`` with another mode fail naming both, as before.
+The gang settings (``workers``, ``device``, ``backend``, ``timeout_s``,
+``collective_timeout_s``, ``heartbeat_timeout_s``, ``threads_per_worker``,
+``fault``) go into :class:`GangConfig`, ``level1`` and ``partition_seed`` into
+:class:`Level1Config`. New code builds the pieces.
 
 Examples:
-    >>> DistributedConfig(workers=2).mode
-    <Mode.EXACT: 'exact'>
-    >>> DistributedConfig(workers=4, mode="hongtu", device_budget=64 << 20).dedup
-    <LoadMode.BOTH: 'both'>
+    >>> DistributedConfig(gang=GangConfig(workers=4), mode=HongTu(chunks=2)).mode
+    ... # doctest: +ELLIPSIS
+    HongTu(chunks=2, ...)
+    >>> DistributedConfig(workers=2, mode="hongtu", chunks=4).mode.chunks  # the shim
+    4
     >>> DistributedConfig(workers=2, chunks=4)  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
@@ -36,28 +45,33 @@ with mode='exact', got chunks=4. Hint: ...
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
+from dataclasses import dataclass, field, fields
 from typing import Any, Literal
 
 from strata.operators.errors import OperatorError
-from strata.partition import ChunkMethod, LoadMode
+from strata.operators.trainers.distributed.modes import (
+    CachePolicy,
+    DistributedMode,
+    Emma,
+    Exact,
+    HongTu,
+    parse_mode,
+)
+
+__all__ = [
+    "CachePolicy",
+    "DistributedConfig",
+    "DistributedMode",
+    "Emma",
+    "Exact",
+    "Fault",
+    "GangConfig",
+    "HongTu",
+    "Level1",
+    "Level1Config",
+]
 
 _WHERE = "DistributedConfig"
-
-
-class Mode(enum.Enum):
-    """Which distributed trainer runs."""
-
-    EXACT = "exact"
-    HONGTU = "hongtu"
-
-
-class CachePolicy(enum.Enum):
-    """What backward reuses of a layer's forward work (``hongtu.md`` §3.5)."""
-
-    AUTO = "auto"  # the valid policy with the smallest modelled backward time
-    CACHE = "cache_aggregate"  # keep the aggregate z on the host
-    REFETCH = "refetch"  # load the rows again and recompute
 
 
 class Level1(enum.Enum):
@@ -83,153 +97,208 @@ class Fault:
 
     rank: int
     epoch: int
-    how: str = "kill"
-    stage: str = "start"
+    how: Literal["kill", "raise"] = "kill"
+    stage: Literal["start", "backward"] = "start"
+
+    def __post_init__(self) -> None:
+        _need(self.how in ("kill", "raise"), "fault.how", "'kill' or 'raise'", self.how)
+        _need(
+            self.stage in ("start", "backward"),
+            "fault.stage",
+            "'start' or 'backward'",
+            self.stage,
+        )
 
 
-def _enum(kind: type[enum.Enum], value: Any, subject: str, hint: str = "") -> Any:
-    try:
-        return kind(value)
-    except ValueError:
-        choices = [m.value for m in kind]
-        raise OperatorError.build(
-            subject, _WHERE, f"one of {choices}", repr(value), hint or None
-        ) from None
+def _need(ok: bool, subject: str, expected: str, got: object) -> None:
+    if not ok:
+        raise OperatorError.build(subject, _WHERE, expected, repr(got))
 
 
 @dataclass(frozen=True, slots=True)
-class DistributedConfig:
-    """How a full-graph run uses a gang (see the module docstring).
+class GangConfig:
+    """The gang of workers a run uses.
 
     Attributes:
         workers: gang size K: one worker per part.
-        mode: ``exact`` (partition-parallel) or ``hongtu`` (chunked, offloaded).
-        level1: the level-1 partitioner.
-        partition_seed: its seed.
-        compression: gradient all-reduce in ``"bf16"``/``"fp16"`` with error
-            feedback (approximate), or None (exact fp32).
-        device_budget: HongTu: device bytes per worker; picks the chunk count M
-            from the memory model. None: no limit.
-        chunks: HongTu: M, chunks per worker; None picks the smallest M whose
-            modelled peak fits ``device_budget`` (1 without a budget).
-        max_chunks: HongTu: the largest M tried.
-        chunk_method: HongTu: how a part is split (recursive multilevel or
-            contiguous ranges of a BFS order).
-        dedup: HongTu: which reuse the load plan exploits (``both`` by default).
-        cache_policy: HongTu: recompute-or-cache rule (``auto`` picks per layer).
-        host_budget: HongTu: host bytes the aggregate caches may use (None: any).
         device: gang device kind: ``cpu``, ``cuda`` or ``auto``.
         backend: ``torch.distributed`` backend (None: NCCL on CUDA, gloo on CPU).
+        threads_per_worker: torch threads per worker (None: cores / workers).
         timeout_s: wall-clock limit of the whole gang (None: none).
         collective_timeout_s: limit of one collective; a worker waiting longer
             for a dead peer fails.
         heartbeat_timeout_s: fail a worker silent for this long (None: off).
-        threads_per_worker: torch threads per worker (None: cores / workers).
         fault: testing aid, see :class:`Fault`.
     """
 
     workers: int = 2
-    mode: Mode | str = Mode.EXACT
-    level1: Level1 | str = Level1.METIS
-    partition_seed: int = 0
-    compression: Literal["bf16", "fp16"] | None = None
-    device_budget: int | None = None
-    chunks: int | None = None
-    max_chunks: int = 64
-    chunk_method: ChunkMethod | str = ChunkMethod.RECURSIVE
-    dedup: LoadMode | str = LoadMode.BOTH
-    cache_policy: CachePolicy | str = CachePolicy.AUTO
-    host_budget: int | None = None
-    device: str = "cpu"
+    device: Literal["cpu", "cuda", "auto"] = "cpu"
     backend: str | None = None
+    threads_per_worker: int | None = None
     timeout_s: float | None = None
     collective_timeout_s: float = 300.0
     heartbeat_timeout_s: float | None = None
-    threads_per_worker: int | None = None
     fault: Fault | None = None
 
     def __post_init__(self) -> None:
-        set_ = object.__setattr__
-        if self.mode == "emma":
-            raise OperatorError.build(
-                "mode",
-                _WHERE,
-                "'exact' or 'hongtu'",
-                "'emma'",
-                "the Emma option runs through "
-                "strata.operators.trainers.distributed.emma."
-                "EmmaTrainer(config, DistributedConfig(mode='exact'), EmmaConfig())",
-            )
-        set_(self, "mode", _enum(Mode, self.mode, "mode"))
-        set_(self, "level1", _enum(Level1, self.level1, "level1"))
-        set_(
-            self, "chunk_method", _enum(ChunkMethod, self.chunk_method, "chunk_method")
-        )
-        set_(self, "dedup", _enum(LoadMode, self.dedup, "dedup"))
-        set_(
-            self, "cache_policy", _enum(CachePolicy, self.cache_policy, "cache_policy")
-        )
-        self._check()
-
-    def _check(self) -> None:
-        def need(ok: bool, subject: str, expected: str, got: object) -> None:
-            if not ok:
-                raise OperatorError.build(subject, _WHERE, expected, str(got))
-
-        need(
-            isinstance(self.workers, int) and self.workers >= 1,
-            "workers",
-            "workers >= 1",
-            self.workers,
-        )
-        need(
-            self.compression in (None, "bf16", "fp16"),
-            "compression",
-            "None, 'bf16' or 'fp16'",
-            repr(self.compression),
-        )
-        need(self.max_chunks >= 1, "max_chunks", "max_chunks >= 1", self.max_chunks)
-        need(
+        k = self.workers
+        _need(isinstance(k, int) and k >= 1, "workers", "workers >= 1", k)
+        _need(
             self.device in ("cpu", "cuda", "auto"),
             "device",
             "cpu/cuda/auto",
             self.device,
         )
-        for name in ("device_budget", "host_budget", "chunks"):
-            value = getattr(self, name)
-            need(value is None or value >= 1, name, f"None or {name} >= 1", value)
-        if self.mode is Mode.EXACT:
-            for name, value in (
-                ("chunks", self.chunks),
-                ("device_budget", self.device_budget),
-            ):
-                if value is not None:
-                    raise OperatorError.build(
-                        name,
-                        _WHERE,
-                        f"{name}=None with mode='exact'",
-                        f"{name}={value}",
-                        "chunking and device budgets are HongTu's: set "
-                        "mode='hongtu', or drop the setting",
-                    )
-        if self.chunks is not None and self.chunks > self.max_chunks:
+
+
+@dataclass(frozen=True, slots=True)
+class Level1Config:
+    """The level-1 partition: one part per worker.
+
+    Attributes:
+        method: the partitioner (an enum member or its value).
+        seed: its seed.
+    """
+
+    method: Level1 = Level1.METIS
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        try:
+            object.__setattr__(self, "method", Level1(self.method))
+        except ValueError:
+            choices = [m.value for m in Level1]
             raise OperatorError.build(
-                "chunks",
+                "level1", _WHERE, f"one of {choices}", repr(self.method)
+            ) from None
+
+
+#: The flat keywords of the compatibility shim, by the piece they go into.
+_GANG_KEYS = {f.name for f in fields(GangConfig)}
+_HONGTU_KEYS = {f.name for f in fields(HongTu)}
+_LEVEL1_KEYS = {"level1": "method", "partition_seed": "seed"}
+
+
+@dataclass(frozen=True, slots=True, init=False)
+class DistributedConfig:
+    """How a full-graph run uses a gang (see the module docstring).
+
+    Attributes:
+        gang: workers, device and limits.
+        mode: ``Exact()``, ``HongTu(...)`` or ``Emma(...)``.
+        partition: the level-1 partitioner and its seed.
+        compression: gradient all-reduce in ``"bf16"``/``"fp16"`` with error
+            feedback (approximate), or None (exact fp32).
+    """
+
+    gang: GangConfig = field(default_factory=GangConfig)
+    mode: DistributedMode = field(default_factory=Exact)
+    partition: Level1Config = field(default_factory=Level1Config)
+    compression: Literal["bf16", "fp16"] | None = None
+
+    def __init__(
+        self,
+        *,
+        gang: GangConfig | None = None,
+        mode: DistributedMode | str | None = None,
+        partition: Level1Config | None = None,
+        compression: Literal["bf16", "fp16"] | None = None,
+        **flat: Any,
+    ) -> None:
+        gang, mode, partition = _convert_flat(gang, mode, partition, flat)
+        set_ = object.__setattr__
+        set_(self, "gang", gang)
+        set_(self, "mode", mode)
+        set_(self, "partition", partition)
+        set_(self, "compression", compression)
+        _need(
+            compression in (None, "bf16", "fp16"),
+            "compression",
+            "None, 'bf16' or 'fp16'",
+            compression,
+        )
+        if not isinstance(mode, Exact | HongTu | Emma):
+            raise OperatorError.build(
+                "mode", _WHERE, "Exact(), HongTu(...) or Emma(...)", repr(mode)
+            )
+
+    # Read-only views of the pieces most callers want (kept for the old users).
+    @property
+    def workers(self) -> int:
+        """The gang size (``gang.workers``)."""
+        return self.gang.workers
+
+    @property
+    def level1(self) -> Level1:
+        """The level-1 partitioner (``partition.method``)."""
+        return self.partition.method
+
+    def with_mode(self, mode: DistributedMode) -> DistributedConfig:
+        """The same gang and partition in another mode."""
+        return DistributedConfig(
+            gang=self.gang,
+            mode=mode,
+            partition=self.partition,
+            compression=self.compression,
+        )
+
+
+def _convert_flat(
+    gang: GangConfig | None,
+    mode: DistributedMode | str | None,
+    partition: Level1Config | None,
+    flat: dict[str, Any],
+) -> tuple[GangConfig, DistributedMode, Level1Config]:
+    """The compatibility shim: flat keywords into the pieces (module docstring)."""
+    unknown = set(flat) - _GANG_KEYS - _HONGTU_KEYS - set(_LEVEL1_KEYS)
+    if unknown:
+        raise TypeError(
+            f"DistributedConfig() got unexpected keyword arguments {sorted(unknown)}"
+        )
+    gang_kw = {k: v for k, v in flat.items() if k in _GANG_KEYS}
+    if gang_kw:
+        base = gang or GangConfig()
+        gang = GangConfig(**{**_as_dict(base), **gang_kw})
+    level1_kw = {_LEVEL1_KEYS[k]: v for k, v in flat.items() if k in _LEVEL1_KEYS}
+    if level1_kw:
+        base_partition = partition or Level1Config()
+        partition = Level1Config(**{**_as_dict(base_partition), **level1_kw})
+    hongtu_kw = {k: v for k, v in flat.items() if k in _HONGTU_KEYS}
+    if mode is None:
+        mode = Exact()
+    if isinstance(mode, str):
+        mode = _mode_from_flat(mode, hongtu_kw)
+    elif hongtu_kw:
+        if not isinstance(mode, HongTu):
+            _refuse_hongtu_settings(mode.name, hongtu_kw)
+            hongtu_kw = {}
+        else:
+            mode = HongTu(**{**_as_dict(mode), **hongtu_kw})
+    return gang or GangConfig(), mode, partition or Level1Config()
+
+
+def _mode_from_flat(name: str, hongtu_kw: dict[str, Any]) -> DistributedMode:
+    if name == HongTu.name:
+        return HongTu(**hongtu_kw)
+    _refuse_hongtu_settings(name, hongtu_kw)
+    return parse_mode(name)
+
+
+def _refuse_hongtu_settings(name: str, hongtu_kw: dict[str, Any]) -> None:
+    """The old rule: ``chunks``, ``device_budget`` need HongTu; the rest is ignored."""
+    for key in ("chunks", "device_budget"):
+        value = hongtu_kw.get(key)
+        if value is not None:
+            raise OperatorError.build(
+                key,
                 _WHERE,
-                f"chunks <= max_chunks ({self.max_chunks})",
-                f"chunks={self.chunks}",
-                "raise max_chunks too",
+                f"{key}=None with mode={name!r}",
+                f"{key}={value}",
+                "chunking and device budgets are HongTu's: set mode=HongTu(...) "
+                "(mode='hongtu'), or drop the setting",
             )
-        if self.fault is not None:
-            need(
-                self.fault.how in ("kill", "raise"),
-                "fault.how",
-                "'kill' or 'raise'",
-                repr(self.fault.how),
-            )
-            need(
-                self.fault.stage in ("start", "backward"),
-                "fault.stage",
-                "'start' or 'backward'",
-                repr(self.fault.stage),
-            )
+
+
+def _as_dict(value: Any) -> dict[str, Any]:
+    """A dataclass's init fields as a dict (shallow)."""
+    return {f.name: getattr(value, f.name) for f in fields(value) if f.init}

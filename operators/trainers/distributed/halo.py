@@ -22,8 +22,9 @@ API (what a partition-parallel loop, Emma's included, calls):
 * :func:`all_to_all_rows` -- the one collective underneath: rows grouped by
   destination in, rows grouped by source out (zero-length groups allowed).
 * Counters (:class:`~strata.operators.trainers.distributed.counters.TransferCounters`):
-  ``halo_send_rows``, ``halo_recv_rows``, ``halo_send_bytes``,
-  ``halo_recv_bytes`` per peer, under ``phase`` in forward and ``"bwd"`` in
+  :class:`~strata.operators.trainers.distributed.counters.Traffic`'s
+  ``halo_send_rows``, ``halo_recv_rows``, ``halo_send_bytes`` and
+  ``halo_recv_bytes`` per peer, under ``phase`` in forward and ``Phase.BWD`` in
   backward, at ``layer``.
 
 With one worker there is nothing to exchange and no collective runs. On CUDA
@@ -59,7 +60,11 @@ from typing import Any
 import numpy as np
 import torch
 
-from strata.operators.trainers.distributed.counters import TransferCounters
+from strata.operators.trainers.distributed.counters import (
+    Phase,
+    Traffic,
+    TransferCounters,
+)
 from strata.partition import PartitionBook
 
 
@@ -223,23 +228,21 @@ def _count(
     counters: TransferCounters | None,
     plan_splits: tuple[tuple[int, ...], tuple[int, ...]],
     row_bytes: int,
-    phase: str,
+    phase: Phase,
     layer: int,
 ) -> None:
     if counters is None:
         return
     sent, received = plan_splits
     for peer, (s, r) in enumerate(zip(sent, received, strict=True)):
-        if s:
-            counters.add("halo_send_rows", s, phase=phase, layer=layer, peer=peer)
-            counters.add(
-                "halo_send_bytes", s * row_bytes, phase=phase, layer=layer, peer=peer
+        if s or r:
+            traffic = Traffic(
+                halo_send_rows=s,
+                halo_send_bytes=s * row_bytes,
+                halo_recv_rows=r,
+                halo_recv_bytes=r * row_bytes,
             )
-        if r:
-            counters.add("halo_recv_rows", r, phase=phase, layer=layer, peer=peer)
-            counters.add(
-                "halo_recv_bytes", r * row_bytes, phase=phase, layer=layer, peer=peer
-            )
+            counters.add(phase, traffic, layer=layer, peer=peer)
 
 
 class _HaloExchange(torch.autograd.Function):
@@ -249,7 +252,7 @@ class _HaloExchange(torch.autograd.Function):
         x: torch.Tensor,
         plan: HaloPlan,
         counters: TransferCounters | None,
-        phase: str,
+        phase: Phase,
         layer: int,
     ) -> torch.Tensor:
         ctx.plan, ctx.counters, ctx.layer = plan, counters, layer
@@ -275,7 +278,7 @@ class _HaloExchange(torch.autograd.Function):
             ctx.counters,
             (plan.recv_splits, plan.send_splits),
             ctx.row_bytes,
-            "bwd",
+            Phase.BWD,
             ctx.layer,
         )
         grad_x = grad.new_zeros((ctx.num_rows, *grad.shape[1:]))
@@ -288,7 +291,7 @@ def halo_exchange(
     plan: HaloPlan,
     *,
     counters: TransferCounters | None = None,
-    phase: str = "fwd",
+    phase: Phase = Phase.FWD,
     layer: int = 0,
 ) -> torch.Tensor:
     """Exchange halo rows (see the module docstring); differentiable in ``x``.
@@ -297,8 +300,8 @@ def halo_exchange(
         x: ``[rows, ...]`` this worker's rows (what ``plan.send_index`` indexes).
         plan: this worker's :class:`HaloPlan`.
         counters: where to count rows and bytes (optional).
-        phase: the forward pass's counter phase (``"fwd"`` or ``"eval"``);
-            backward counts under ``"bwd"``.
+        phase: the forward pass's counter phase (``Phase.FWD``, ``EVAL``,
+            ``REFRESH`` or ``SETUP``); backward counts under ``Phase.BWD``.
         layer: the layer, for the counters.
 
     Returns:

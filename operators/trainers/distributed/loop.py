@@ -10,11 +10,12 @@ step, evaluate on the training and validation nodes, update early stopping and
 the best weights; finally evaluate the best (or last) weights on every split.
 
 Every rank holds the same model and the same all-reduced metrics, so every rank
-takes the same early-stopping decisions; rank 0 returns the history, the result
-and the final weights, every rank returns its transfer counters and report.
+takes the same early-stopping decisions; every rank returns a
+:class:`~strata.operators.trainers.distributed.inputs.WorkerResult`: its transfer
+counters and report and, from rank 0, the history, the result and the weights.
 
-A :class:`WorkerEngine` (``PartitionParallelEngine``, ``ChunkedEngine``, and the
-Emma option's engine later) implements three methods and keeps a
+A :class:`WorkerEngine` (``PartitionParallelEngine``, ``ChunkedEngine``,
+``EmmaEngine``; one per mode) implements three methods and keeps a
 :class:`~strata.operators.trainers.distributed.counters.TransferCounters`.
 """
 
@@ -38,7 +39,12 @@ from strata.operators.trainers.base import SplitMetrics, build_optimizer
 from strata.operators.trainers.config import Monitor, TrainConfig
 from strata.operators.trainers.data import SPLITS
 from strata.operators.trainers.distributed.config import DistributedConfig
-from strata.operators.trainers.distributed.counters import TransferCounters
+from strata.operators.trainers.distributed.counters import (
+    Phase,
+    Traffic,
+    TransferCounters,
+)
+from strata.operators.trainers.distributed.inputs import WorkerResult
 from strata.operators.trainers.early_stopping import EarlyStopping
 from strata.operators.trainers.records import EpochRecord, TrainResult
 
@@ -80,7 +86,7 @@ def run_worker(
     model: BasicGNN,
     config: TrainConfig,
     dist: DistributedConfig,
-) -> dict[str, Any]:
+) -> WorkerResult:
     """Train on this rank; return its results (see the module docstring)."""
     _quiet_numba_threads()
     model = model.to(ctx.device)
@@ -106,7 +112,7 @@ def run_worker(
         loss = engine.train_epoch(model, epoch)
         sent = reducer.payload_bytes
         reducer.reduce()
-        counters.add("allreduce_bytes", reducer.payload_bytes - sent, phase="bwd")
+        counters.add(Phase.BWD, Traffic(allreduce_bytes=reducer.payload_bytes - sent))
         optimizer.step()
         eval_start = time.perf_counter()
         metrics = engine.evaluate(model, ("train", "val"))
@@ -136,16 +142,16 @@ def run_worker(
     if config.restore_best and best is not None:
         model.load_state_dict(best)
     final = engine.evaluate(model, SPLITS)
-    out: dict[str, Any] = {
-        "rank": ctx.rank,
-        "counters": counters.snapshot(),
-        "report": engine.report(),
-    }
-    if ctx.is_main:
-        out["history"] = [r.to_dict() for r in history]
-        out["result"] = _result(history, stopper, final, config).to_dict()
-        out["state"] = {k: v.detach().cpu() for k, v in model.state_dict().items()}
-    return out
+    if not ctx.is_main:
+        return WorkerResult(ctx.rank, counters.snapshot(), engine.report())
+    return WorkerResult(
+        ctx.rank,
+        counters.snapshot(),
+        engine.report(),
+        history=tuple(history),
+        result=_result(history, stopper, final, config),
+        state={k: v.detach().cpu() for k, v in model.state_dict().items()},
+    )
 
 
 def _quiet_numba_threads() -> None:
@@ -196,7 +202,7 @@ def _result(
 
 
 def _maybe_fail(dist: DistributedConfig, rank: int, epoch: int, stage: str) -> None:
-    fault = dist.fault
+    fault = dist.gang.fault
     if fault is None or (fault.rank, fault.epoch, fault.stage) != (rank, epoch, stage):
         return
     if fault.how == "kill":
@@ -213,7 +219,7 @@ def _arm_backward_fault(
     earlier layers' halo or chunk exchanges, so the peers are left waiting in a
     collective: a failure in the middle of an epoch.
     """
-    fault = dist.fault
+    fault = dist.gang.fault
     if fault is None or fault.stage != "backward" or fault.rank != rank:
         return
     weight = next(iter(model.convs[-1].parameters()))

@@ -39,7 +39,11 @@ import torch.nn.functional as F
 from strata.engine.gang import GangContext
 from strata.operators.layers import BasicGNN
 from strata.operators.trainers.base import SplitMetrics
-from strata.operators.trainers.distributed.counters import TransferCounters
+from strata.operators.trainers.distributed.counters import (
+    Phase,
+    Traffic,
+    TransferCounters,
+)
 from strata.operators.trainers.distributed.dropout import counter_dropout
 from strata.operators.trainers.distributed.halo import HaloPlan, halo_exchange
 from strata.operators.trainers.distributed.inputs import WorkerInputs
@@ -81,7 +85,7 @@ class PartitionParallelEngine:
         owned = torch.from_numpy(self.owned)
         x = inputs.shared["x"][owned]
         self.x = x.to(self.device, torch.float32)
-        self.counters.add("h2d_bytes", x.numel() * 4, phase="setup")
+        self.counters.add(Phase.SETUP, Traffic(h2d_bytes=x.numel() * 4))
         self.y = inputs.shared["y"][owned].to(self.device)
         self.split_pos = {
             split: torch.nonzero(inputs.shared[f"mask.{split}"][owned])
@@ -100,11 +104,11 @@ class PartitionParallelEngine:
         prop = PropagationGraph.from_arrays(self.inputs.arrays("prop."))
         local = prop.slice(self.owned, self.local_ids_np)
         self.part = SliceTensors.of(local, self.device)
-        self.counters.add("topo_h2d_bytes", local.nbytes, phase="setup")
+        self.counters.add(Phase.SETUP, Traffic(topo_h2d_bytes=local.nbytes))
         # Features never change: their halo rows cross once, here, not per epoch
         # (dropout is applied after the exchange, so its masks do not matter).
         with torch.no_grad():
-            self.x_local = self.exchange(-1, self.x, "setup")
+            self.x_local = self.exchange(-1, self.x, Phase.SETUP)
 
     def train_epoch(self, model: BasicGNN, epoch: int) -> float:
         """Forward, loss share, backward; return the global training loss."""
@@ -124,7 +128,7 @@ class PartitionParallelEngine:
 
     def train_forward(self, model: BasicGNN, epoch: int) -> torch.Tensor:
         """The training pass's output rows (Emma overrides it with its moving pass)."""
-        return self.forward(model, epoch=epoch, phase="fwd")
+        return self.forward(model, epoch=epoch, phase=Phase.FWD)
 
     @torch.no_grad()
     def evaluate(
@@ -143,7 +147,7 @@ class PartitionParallelEngine:
 
     def eval_forward(self, model: BasicGNN) -> torch.Tensor:
         """The evaluation pass's output rows (no dropout; Emma counts its bytes)."""
-        return self.forward(model, epoch=None, phase="eval")
+        return self.forward(model, epoch=None, phase=Phase.EVAL)
 
     def report(self) -> dict[str, Any]:
         """Part size, halo size, rows sent per exchange, peak tensor bytes."""
@@ -171,7 +175,7 @@ class PartitionParallelEngine:
 
     # --------------------------------------------------------------- the layers
     def forward(
-        self, model: BasicGNN, *, epoch: int | None, phase: str
+        self, model: BasicGNN, *, epoch: int | None, phase: Phase
     ) -> torch.Tensor:
         """Logits of the owned rows (``epoch`` None: evaluation, no dropout)."""
         h = self.x
@@ -199,7 +203,7 @@ class PartitionParallelEngine:
             layer=layer,
         )
 
-    def exchange(self, layer: int, h: torch.Tensor, phase: str) -> torch.Tensor:
+    def exchange(self, layer: int, h: torch.Tensor, phase: Phase) -> torch.Tensor:
         """Layer ``layer``'s input rows: owned rows ``h``, then the halo's."""
         halo = halo_exchange(
             h, self.halo, counters=self.counters, phase=phase, layer=layer + 1

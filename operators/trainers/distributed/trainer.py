@@ -9,12 +9,14 @@ One run, in the step's process:
    HongTu, split the parts into chunks, choose M from the memory model, plan the
    deduplicated loads and allocate the host store
    (:func:`~strata.operators.trainers.distributed.chunked.plan.build_chunk_plan`);
+   for Emma, check the model (:func:`~.emma.config.check_emma`);
 3. place every array in one shared-memory segment *before* the gang starts;
 4. run the gang (:func:`strata.engine.gang.gang_step`): every rank runs
-   :func:`train_worker`, the mode's engine inside the common epoch loop;
+   :func:`train_worker`, the mode's engine (:func:`engine_for`, chosen by the
+   mode's type) inside the common epoch loop;
 5. emit the epoch records (port ``epochs``), the result (``result``) and the run
-   report (``report``: the plan, per-worker per-epoch counters, peaks), and add
-   the counters to the step's metrics.
+   report (``report``: the plan, per-worker per-epoch counters, peaks; Emma's
+   ``emma`` section), and add the counters to the step's metrics.
 
 The segment is unlinked when the run ends, also when the gang fails; a failed
 gang raises :class:`~strata.engine.gang.GangError` naming the rank.
@@ -22,33 +24,36 @@ gang raises :class:`~strata.engine.gang.GangError` naming the rank.
 Like :class:`~strata.operators.trainers.FullGraphTrainer` it emits one record per epoch
 and one result, so a job swaps one for the other (``jobs/cora_gcn.py
 --set workers=2``). :meth:`DistributedTrainer.fit` runs it outside a pipeline and
-also returns the final weights.
+also returns the final weights; :meth:`DistributedTrainer.fit_local` runs one
+rank in this process, without a gang.
 
 Example (starts a gang, so not a doctest)::
 
-    from strata.storage import load_planetoid from strata.operators.trainers import
-    ModelConfig, TrainConfig from strata.operators.trainers.distributed import
-    DistributedConfig, DistributedTrainer
+    from strata.storage import load_planetoid
+    from strata.operators.trainers import ModelConfig, TrainConfig
+    from strata.operators.trainers.distributed import (
+        DistributedConfig, DistributedTrainer, GangConfig, HongTu)
 
     config = TrainConfig(ModelConfig("gcn", hidden=16), epochs=20)
-    run = DistributedTrainer(config, DistributedConfig(workers=2)).fit(
-        load_planetoid("cora"))
+    dist = DistributedConfig(gang=GangConfig(workers=2), mode=HongTu(chunks=4))
+    run = DistributedTrainer(config, dist).fit(load_planetoid("cora"))
     run.result.test_accuracy, run.report["totals"]["fwd.halo_send_bytes"]
 
 Examples:
     >>> from strata.operators.trainers import ModelConfig, TrainConfig
-    >>> trainer = DistributedTrainer(TrainConfig(ModelConfig("gcn")),
-    ...                              DistributedConfig(workers=2, mode="hongtu"))
-    >>> trainer
+    >>> from strata.operators.trainers.distributed import GangConfig, HongTu
+    >>> dist = DistributedConfig(gang=GangConfig(workers=2), mode=HongTu())
+    >>> DistributedTrainer(TrainConfig(ModelConfig("gcn")), dist)
     DistributedTrainer(gcn, workers=2, mode=hongtu, epochs=200)
 """
 
 from __future__ import annotations
 
 import contextlib
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import Any, assert_never
 
 import numpy as np
 import torch
@@ -56,6 +61,7 @@ import torch
 from strata.engine import Emit, Operator, StepContext
 from strata.engine.gang import GangContext, GangSpec, SharedTensors, gang_step
 from strata.operators.errors import OperatorError
+from strata.operators.layers import BasicGNN
 from strata.operators.trainers.config import TrainConfig
 from strata.operators.trainers.data import (
     FEATURES,
@@ -63,13 +69,30 @@ from strata.operators.trainers.data import (
     TrainingData,
     as_training_data,
 )
-from strata.operators.trainers.distributed.config import DistributedConfig, Level1, Mode
-from strata.operators.trainers.distributed.inputs import WorkerInputs, prefixed
+from strata.operators.trainers.distributed.chunked.plan import build_chunk_plan
+from strata.operators.trainers.distributed.chunked.trainer import ChunkedEngine
+from strata.operators.trainers.distributed.config import DistributedConfig, Level1
+from strata.operators.trainers.distributed.emma.config import check_emma
+from strata.operators.trainers.distributed.emma.engine import EmmaEngine
+from strata.operators.trainers.distributed.emma.trainer import emma_summary
+from strata.operators.trainers.distributed.inputs import (
+    ChunkPlanSummary,
+    PartitionSummary,
+    WorkerInputs,
+    WorkerResult,
+    prefixed,
+)
 from strata.operators.trainers.distributed.local_graph import PropagationGraph
 from strata.operators.trainers.distributed.loop import (
     WorkerEngine,
     build_model,
     run_worker,
+)
+from strata.operators.trainers.distributed.modes import (
+    DistributedMode,
+    Emma,
+    Exact,
+    HongTu,
 )
 from strata.operators.trainers.distributed.partition_parallel import (
     PartitionParallelEngine,
@@ -87,23 +110,27 @@ from strata.storage import CSRGraph
 EngineFactory = Callable[[GangContext, WorkerInputs], WorkerEngine]
 
 
-#: The engine of each mode (a new mode registers its engine here).
-ENGINES: dict[Mode, EngineFactory] = {Mode.EXACT: PartitionParallelEngine}
+def engine_for(mode: DistributedMode) -> EngineFactory:
+    """The worker engine of ``mode``, chosen by the mode's type.
+
+    This is the one place a mode meets its engine; a new mode adds a type to
+    :data:`~strata.operators.trainers.distributed.modes.DistributedMode` and a
+    case here (mypy's exhaustiveness check points at this function).
+    """
+    match mode:
+        case Exact():
+            return PartitionParallelEngine
+        case HongTu():
+            return ChunkedEngine
+        case Emma():
+            return EmmaEngine
+        case _:
+            assert_never(mode)
 
 
-def engine_for(mode: Mode) -> EngineFactory:
-    """The worker engine of ``mode``."""
-    if mode is Mode.HONGTU and mode not in ENGINES:
-        from strata.operators.trainers.distributed.chunked.trainer import ChunkedEngine
-
-        ENGINES[mode] = ChunkedEngine
-    return ENGINES[mode]
-
-
-def train_worker(ctx: GangContext, inputs: WorkerInputs) -> dict[str, Any]:
+def train_worker(ctx: GangContext, inputs: WorkerInputs) -> WorkerResult:
     """The gang's worker function: the mode's engine inside the epoch loop."""
-    # DistributedConfig.__post_init__ normalised mode (and level1) to the enum.
-    engine = engine_for(cast(Mode, inputs.dist.mode))(ctx, inputs)
+    engine = engine_for(inputs.dist.mode)(ctx, inputs)
     model = build_model(inputs.config, inputs.num_features, inputs.num_classes)
     return run_worker(ctx, engine, model, inputs.config, inputs.dist)
 
@@ -143,7 +170,7 @@ class DistributedTrainer(Operator[Any, Any]):
     Args:
         config: model, optimiser, epochs, early stopping, seed (``device``,
             ``threads`` and checkpoints are not used: ``dist`` places workers).
-        dist: workers, mode and the mode's settings.
+        dist: the gang, the level-1 partition and the mode with its settings.
     """
 
     ports = ("epochs", "result", "report")
@@ -181,9 +208,57 @@ class DistributedTrainer(Operator[Any, Any]):
             gang = step(inputs)
         return self._assemble(gang, inputs)
 
+    def fit_local(self, data: Any) -> DistributedResult:
+        """Train with one rank in this process (``workers`` must be 1).
+
+        The "one process" of the K-invariance tests, and a cheap way to run a
+        mode where starting a gang is not worth it.
+        """
+        self._need_one_worker("fit_local")
+        data = as_training_data(data, self.where)
+        self._check(data)
+        with self._inputs(data) as inputs, _one_rank(self.config.seed) as ctx:
+            start = time.perf_counter()
+            result = train_worker(ctx, inputs)
+            wall = time.perf_counter() - start
+        gang = {
+            "results": [result],
+            "workers": [{"wall_s": wall, "peak_rss_bytes": 0}],
+            "startup_s": 0.0,
+            "wall_s": wall,
+            "backend": "gloo",
+        }
+        return self._assemble(gang, inputs)
+
+    @contextlib.contextmanager
+    def open_local(self, data: Any) -> Iterator[tuple[WorkerEngine, BasicGNN]]:
+        """One rank's engine and model, set up in this process (``workers=1``).
+
+        For inspection and tests: drive the engine's ``train_epoch`` and
+        ``evaluate`` (Emma's ``refresh``) by hand.
+        """
+        self._need_one_worker("open_local")
+        data = as_training_data(data, self.where)
+        self._check(data)
+        with self._inputs(data) as inputs, _one_rank(self.config.seed) as ctx:
+            engine = engine_for(self.dist.mode)(ctx, inputs)
+            model = build_model(self.config, inputs.num_features, inputs.num_classes)
+            engine.setup(model)
+            yield engine, model
+
     # ---------------------------------------------------------------- the run
+    def _need_one_worker(self, method: str) -> None:
+        if self.dist.gang.workers != 1:
+            raise OperatorError.build(
+                "workers",
+                f"{self.where}.{method}",
+                "workers=1 (one rank in this process)",
+                f"workers={self.dist.gang.workers}",
+                "use fit() for a gang",
+            )
+
     def _check(self, data: TrainingData) -> None:
-        n, k = data.num_nodes, self.dist.workers
+        n, k = data.num_nodes, self.dist.gang.workers
         if k > n:
             raise OperatorError.build(
                 "workers",
@@ -201,18 +276,28 @@ class DistributedTrainer(Operator[Any, Any]):
                 "distributed checkpoints are not implemented; train on one device "
                 "to checkpoint, or drop the setting",
             )
-        program_for(build_model(self.config, data.num_features, data.num_classes))
+        model = build_model(self.config, data.num_features, data.num_classes)
+        program = program_for(model)
+        mode = self.dist.mode
+        if isinstance(mode, Emma):
+            check_emma(
+                mode,
+                mode=Exact.name,
+                aggregation=program.kind,
+                model=model,
+                where=self.where,
+            )
 
     def _spec(self) -> GangSpec:
-        dist = self.dist
-        threads = dist.threads_per_worker or (self.config.threads or None)
+        gang = self.dist.gang
+        threads = gang.threads_per_worker or (self.config.threads or None)
         return GangSpec(
-            workers=dist.workers,
-            device=dist.device,  # type: ignore[arg-type]
-            backend=dist.backend,
-            timeout_s=dist.timeout_s,
-            collective_timeout_s=dist.collective_timeout_s,
-            heartbeat_timeout_s=dist.heartbeat_timeout_s,
+            workers=gang.workers,
+            device=gang.device,
+            backend=gang.backend,
+            timeout_s=gang.timeout_s,
+            collective_timeout_s=gang.collective_timeout_s,
+            heartbeat_timeout_s=gang.heartbeat_timeout_s,
             threads_per_worker=threads,
             seed=self.config.seed,
         )
@@ -221,8 +306,8 @@ class DistributedTrainer(Operator[Any, Any]):
     def _inputs(self, data: TrainingData) -> Iterator[WorkerInputs]:
         graph = data.graph
         dist = self.dist
-        level1 = cast(Level1, dist.level1)  # normalised by DistributedConfig
-        part = level1_partition(graph, dist.workers, level1, dist.partition_seed)
+        k = dist.gang.workers
+        part = level1_partition(graph, k, dist.partition.method, dist.partition.seed)
         model = build_model(self.config, data.num_features, data.num_classes)
         program = program_for(model)
         x = data.features.get(FEATURES).reshape(data.num_nodes, -1)
@@ -234,29 +319,22 @@ class DistributedTrainer(Operator[Any, Any]):
             arrays[f"mask.{split}"] = data.masks[split].numpy()
         prop = PropagationGraph.build(graph, program.kind)
         arrays.update(prop.to_arrays("prop."))
-        extra: dict[str, Any] = {
-            "partition": {
-                "edge_cut": float(part.report.edge_cut),
-                "part_sizes": [int(s) for s in part.part_sizes()],
-            }
-        }
         book_chunks = None
+        plan: ChunkPlanSummary | None = None
         host_layout: dict[str, tuple[tuple[int, ...], torch.dtype]] = {}
-        if dist.mode is Mode.HONGTU:
-            from strata.operators.trainers.distributed.chunked.plan import (
-                build_chunk_plan,
-            )
-
+        if isinstance(dist.mode, HongTu):
             chunked = build_chunk_plan(graph, part, prop, model, program, dist)
             book_chunks = chunked.schedule
             arrays.update(chunked.arrays)
             host_layout = chunked.host_layout
-            extra["plan"] = chunked.summary
+            plan = chunked.summary
         book = build_book(graph, part, chunks=book_chunks)
         arrays.update(prefixed("book.", book.to_arrays()))
-        extra["partition"]["halo_sizes"] = [
-            int(book.halo(p).size) for p in range(book.k)
-        ]
+        summary = PartitionSummary(
+            edge_cut=float(part.report.edge_cut),
+            part_sizes=tuple(int(s) for s in part.part_sizes()),
+            halo_sizes=tuple(int(book.halo(p).size) for p in range(book.k)),
+        )
         shared = _share(arrays, host_layout)
         try:
             yield WorkerInputs(
@@ -267,7 +345,8 @@ class DistributedTrainer(Operator[Any, Any]):
                 num_features=data.num_features,
                 num_classes=data.num_classes,
                 split_nodes={s: int(data.masks[s].sum()) for s in SPLITS},
-                extra=extra,
+                partition=summary,
+                plan=plan,
             )
         finally:
             shared.close()
@@ -275,44 +354,53 @@ class DistributedTrainer(Operator[Any, Any]):
     def _assemble(
         self, gang: dict[str, Any], inputs: WorkerInputs
     ) -> DistributedResult:
-        results = gang["results"]
+        results: list[WorkerResult] = gang["results"]
         main = results[0]
-        history = [EpochRecord.from_dict(r) for r in main["history"]]
+        assert main.result is not None, "rank 0 returns the result"
+        assert main.state is not None, "rank 0 returns the weights"
+        history = list(main.history)
         totals: dict[str, int] = {}
         for r in results:
-            for epoch in r["counters"]["epochs"]:
+            for epoch in r.counters["epochs"]:
                 for key, value in epoch.items():
                     totals[key] = totals.get(key, 0) + value
-        report = {
-            "mode": cast(Mode, self.dist.mode).value,
-            "workers": self.dist.workers,
-            **inputs.extra,
-            "totals": totals,
-            "per_worker": [
-                {
-                    "rank": r["rank"],
-                    "epochs": r["counters"]["epochs"],
-                    "layers": r["counters"]["layers"],
-                    **r["report"],
-                    "wall_s": w["wall_s"],
-                    "peak_rss_bytes": w["peak_rss_bytes"],
-                }
-                for r, w in zip(results, gang["workers"], strict=True)
-            ],
-            "startup_s": gang["startup_s"],
-            "wall_s": gang["wall_s"],
-            "backend": gang["backend"],
+        mode = self.dist.mode
+        report: dict[str, Any] = {
+            "mode": mode.name,
+            "workers": self.dist.gang.workers,
+            "partition": inputs.partition.to_dict(),
         }
-        self._count(history, totals, results)
-        return DistributedResult(
-            TrainResult(**main["result"]), history, main["state"], report
+        if inputs.plan is not None:
+            report["plan"] = inputs.plan.to_dict()
+        report.update(
+            {
+                "totals": totals,
+                "per_worker": [
+                    {
+                        "rank": r.rank,
+                        "epochs": r.counters["epochs"],
+                        "layers": r.counters["layers"],
+                        **r.report,
+                        "wall_s": w["wall_s"],
+                        "peak_rss_bytes": w["peak_rss_bytes"],
+                    }
+                    for r, w in zip(results, gang["workers"], strict=True)
+                ],
+                "startup_s": gang["startup_s"],
+                "wall_s": gang["wall_s"],
+                "backend": gang["backend"],
+            }
         )
+        if isinstance(mode, Emma):
+            report["emma"] = emma_summary(report["per_worker"], mode)
+        self._count(history, totals, results)
+        return DistributedResult(main.result, history, main.state, report)
 
     def _count(
         self,
         history: list[EpochRecord],
         totals: dict[str, int],
-        results: list[dict[str, Any]],
+        results: list[WorkerResult],
     ) -> None:
         if self._ctx is None:
             return
@@ -323,15 +411,15 @@ class DistributedTrainer(Operator[Any, Any]):
         metrics.counter("eval_s").inc(sum(r.eval_s for r in history))
         for key, value in totals.items():
             metrics.counter(key).inc(value)
-        peaks = [r["report"].get("arena_peak_bytes", 0) for r in results]
+        peaks = [r.report.get("arena_peak_bytes", 0) for r in results]
         if any(peaks):
             metrics.counter("arena_peak_bytes").inc(max(peaks))
 
     def __repr__(self) -> str:
         model, dist = self.config.model.name, self.dist
         return (
-            f"DistributedTrainer({model}, workers={dist.workers}, "
-            f"mode={cast(Mode, dist.mode).value}, epochs={self.config.epochs})"
+            f"DistributedTrainer({model}, workers={dist.gang.workers}, "
+            f"mode={dist.mode.name}, epochs={self.config.epochs})"
         )
 
 
@@ -351,3 +439,31 @@ def _share(
     for name, tensor in tensors.items():
         shared[name].copy_(tensor)
     return shared
+
+
+@contextlib.contextmanager
+def _one_rank(seed: int) -> Iterator[GangContext]:
+    """A one-rank gloo group in this process, and its context."""
+    import torch.distributed as dist
+
+    if dist.is_initialized():
+        raise OperatorError.build(
+            "torch.distributed",
+            "DistributedTrainer.fit_local",
+            "no process group in this process",
+            "one already initialised",
+            "run fit_local outside a gang worker",
+        )
+    store = dist.HashStore()  # type: ignore[attr-defined]
+    dist.init_process_group("gloo", store=store, rank=0, world_size=1)
+    try:
+        yield GangContext(
+            rank=0,
+            world_size=1,
+            device=torch.device("cpu"),
+            backend="gloo",
+            base_seed=seed,
+            name="local",
+        )
+    finally:
+        dist.destroy_process_group()

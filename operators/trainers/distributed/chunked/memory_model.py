@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from strata.operators.layers import BasicGNN
-from strata.operators.trainers.distributed.config import CachePolicy
+from strata.operators.trainers.distributed.modes import CachePolicy
 from strata.operators.trainers.distributed.programs import LayerProgram
 
 _B = 4  # float32

@@ -2,7 +2,7 @@
 
 :func:`build_chunk_plan` is HongTu's ``build_schedule`` (``hongtu.md`` §3.3):
 
-1. for M in the candidates (``chunks`` if set; else 1, 2, 4, ... up to
+1. for M in the candidates (:class:`HongTu` ``chunks`` if set; else 1, 2, 4, ... up to
    ``max_chunks`` when a ``device_budget`` is set; else 1): split every part into
    M chunks (:func:`strata.partition.split_chunks`, ordered by overlap), plan the
    deduplicated loads forward and in reverse (:func:`strata.partition.plan_loads`),
@@ -29,7 +29,6 @@ aggregation flops / F``, with PCIe 25 GB/s, NVLink 300 GB/s and 2 TFLOP/s
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 import torch
@@ -47,8 +46,13 @@ from strata.operators.trainers.distributed.chunked.steps import (
     pack_steps,
     step_indices,
 )
-from strata.operators.trainers.distributed.config import CachePolicy, DistributedConfig
+from strata.operators.trainers.distributed.config import DistributedConfig
+from strata.operators.trainers.distributed.inputs import (
+    ChunkCandidate,
+    ChunkPlanSummary,
+)
 from strata.operators.trainers.distributed.local_graph import PropagationGraph
+from strata.operators.trainers.distributed.modes import CachePolicy, HongTu
 from strata.operators.trainers.distributed.programs import LayerProgram, layer_widths
 from strata.partition import (
     ChunkConfig,
@@ -73,13 +77,13 @@ class ChunkPlanBuild:
         arrays: per-worker step index arrays (``plan.fwd.g<g>.*``,
             ``plan.rev.g<g>.*``).
         host_layout: the host store's buffers, allocated zero-filled.
-        summary: the plan report (JSON-able; workers read M and the policies).
+        summary: the plan report (workers read M and the policies).
     """
 
     schedule: ChunkSchedule
     arrays: dict[str, np.ndarray]
     host_layout: dict[str, tuple[tuple[int, ...], torch.dtype]]
-    summary: dict[str, Any]
+    summary: ChunkPlanSummary
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -92,17 +96,17 @@ class _Candidate:
     peaks: list[int]
 
 
-def candidate_chunks(dist: DistributedConfig) -> list[int]:
+def candidate_chunks(hongtu: HongTu) -> list[int]:
     """The chunk counts tried, smallest first."""
-    if dist.chunks is not None:
-        return [dist.chunks]
-    if dist.device_budget is None:
+    if hongtu.chunks is not None:
+        return [hongtu.chunks]
+    if hongtu.device_budget is None:
         return [1]
     out, m = [], 1
-    while m < dist.max_chunks:
+    while m < hongtu.max_chunks:
         out.append(m)
         m *= 2
-    return [*out, dist.max_chunks]
+    return [*out, hongtu.max_chunks]
 
 
 def build_chunk_plan(
@@ -115,34 +119,37 @@ def build_chunk_plan(
 ) -> ChunkPlanBuild:
     """Choose M and plan the run (see the module docstring).
 
+    ``dist.mode`` must be :class:`HongTu`; its settings drive the plan.
+
     Raises:
         OperatorError: no candidate M fits ``device_budget`` (naming the budget
             and the smallest modelled peak), or a forced policy is invalid.
     """
+    hongtu = dist.mode
+    assert isinstance(hongtu, HongTu), "a HongTu plan needs mode=HongTu(...)"
     widths = layer_widths(model)
     state = model_state_bytes(model, dist)
-    tried: list[dict[str, Any]] = []
+    tried: list[ChunkCandidate] = []
     chosen: _Candidate | None = None
-    for m in candidate_chunks(dist):
+    budget = hongtu.device_budget
+    for m in candidate_chunks(hongtu):
         cand = _candidate(graph, part, prop, program, widths, state, dist, m)
-        tried.append(
-            {"chunks": m, "alpha": cand.schedule.alpha, "peak_bytes": max(cand.peaks)}
-        )
-        if dist.device_budget is None or max(cand.peaks) <= dist.device_budget:
+        tried.append(ChunkCandidate(m, cand.schedule.alpha, max(cand.peaks)))
+        if budget is None or max(cand.peaks) <= budget:
             chosen = cand
             break
     if chosen is None:
-        smallest = min(tried, key=lambda t: t["peak_bytes"])
+        smallest = min(tried, key=lambda t: t.peak_bytes)
         raise OperatorError.build(
             "device_budget",
-            "DistributedTrainer (mode='hongtu')",
-            f"a budget of at least {smallest['peak_bytes']} bytes (the smallest "
-            f"modelled per-worker peak, at chunks={smallest['chunks']})",
-            f"device_budget={dist.device_budget} with max_chunks={dist.max_chunks}",
+            "DistributedTrainer (mode=HongTu)",
+            f"a budget of at least {smallest.peak_bytes} bytes (the smallest "
+            f"modelled per-worker peak, at chunks={smallest.chunks})",
+            f"device_budget={budget} with max_chunks={hongtu.max_chunks}",
             "raise device_budget, or max_chunks (chunks shrink until the halo "
             "dominates), or use more workers",
         )
-    return _build(chosen, graph, widths, dist, tried)
+    return _build(chosen, graph, widths, hongtu, tried)
 
 
 def _candidate(
@@ -156,14 +163,16 @@ def _candidate(
     m: int,
 ) -> _Candidate:
     k = part.k
-    config = ChunkConfig(m, method=dist.chunk_method, seed=dist.partition_seed)  # type: ignore[arg-type]
+    hongtu = dist.mode
+    assert isinstance(hongtu, HongTu)
+    config = ChunkConfig(m, method=hongtu.chunk_method, seed=dist.partition.seed)
     schedule = split_chunks(graph, part.assignment, k, config)
     sources = [
         [schedule.src_of(int(schedule.order[g, s])) for s in range(m)] for g in range(k)
     ]
     owner = part.assignment
-    fwd = plan_loads(sources, owner, dist.dedup)  # type: ignore[arg-type]
-    rev = plan_loads([list(reversed(s)) for s in sources], owner, dist.dedup)  # type: ignore[arg-type]
+    fwd = plan_loads(sources, owner, hongtu.dedup)
+    rev = plan_loads([list(reversed(s)) for s in sources], owner, hongtu.dedup)
     degree = prop.in_degree()
     edges = [
         [
@@ -172,7 +181,7 @@ def _candidate(
         ]
         for g in range(k)
     ]
-    policies = choose_policies(program, widths, rev, graph.num_nodes, edges, dist)
+    policies = choose_policies(program, widths, rev, graph.num_nodes, edges, hongtu)
     hold = holds_previous(fwd.mode)
     peaks = []
     for g in range(k):
@@ -227,26 +236,26 @@ def choose_policies(
     rev: LoadPlan,
     num_nodes: int,
     edges: list[list[int]],
-    dist: DistributedConfig,
+    hongtu: HongTu,
 ) -> list[CachePolicy]:
     """The recompute-or-cache policy of every layer (module docstring).
 
     Raises:
         OperatorError: ``cache_policy='cache_aggregate'`` with max aggregation.
     """
-    pinned = dist.cache_policy
+    pinned = hongtu.cache_policy
     if pinned is CachePolicy.CACHE and not program.linear:
         raise OperatorError.build(
             "cache_policy",
-            "DistributedConfig",
+            "HongTu",
             "'refetch' or 'auto' with a max aggregation",
             f"cache_policy='cache_aggregate' with aggr={program.kind!r}",
             "a max has no transpose to backpropagate a cached aggregate",
         )
     if pinned is not CachePolicy.AUTO:
-        return [pinned] * len(widths)  # type: ignore[list-item]
+        return [pinned] * len(widths)
     total_edges = sum(sum(e) for e in edges)
-    host_left = dist.host_budget
+    host_left = hongtu.host_budget
     out = []
     for d_in, _ in widths:
         row = d_in * 4
@@ -271,8 +280,8 @@ def _build(
     cand: _Candidate,
     graph: CSRGraph,
     widths: list[tuple[int, int]],
-    dist: DistributedConfig,
-    tried: list[dict[str, Any]],
+    hongtu: HongTu,
+    tried: list[ChunkCandidate],
 ) -> ChunkPlanBuild:
     k = len(cand.sources)
     m = len(cand.sources[0])
@@ -288,19 +297,19 @@ def _build(
             arrays[f"plan.{name}.g{g}.offsets"] = offsets
     cached = [i + 1 for i, p in enumerate(cand.policies) if p is CachePolicy.CACHE]
     naive = sum(int(s.shape[0]) for per in cand.sources for s in per)
-    summary = {
-        "chunks": m,
-        "alpha": cand.schedule.alpha,
-        "device_budget": dist.device_budget,
-        "modelled_peak_bytes": cand.peaks,
-        "policies": [p.value for p in cand.policies],
-        "dedup": cand.fwd.mode.value,
-        "host_rows": cand.fwd.host_rows,
-        "peer_rows": cand.fwd.peer_rows,
-        "keep_rows": cand.fwd.keep_rows,
-        "naive_host_rows": naive,
-        "host_load": [int(x) for x in cand.fwd.host_load],
-        "candidates": tried,
-    }
+    summary = ChunkPlanSummary(
+        chunks=m,
+        alpha=cand.schedule.alpha,
+        device_budget=hongtu.device_budget,
+        modelled_peak_bytes=tuple(cand.peaks),
+        policies=tuple(cand.policies),
+        dedup=cand.fwd.mode,
+        host_rows=cand.fwd.host_rows,
+        peer_rows=cand.fwd.peer_rows,
+        keep_rows=cand.fwd.keep_rows,
+        naive_host_rows=naive,
+        host_load=tuple(int(x) for x in cand.fwd.host_load),
+        candidates=tuple(tried),
+    )
     layout = host_layout(graph.num_nodes, widths, cached)
     return ChunkPlanBuild(cand.schedule, arrays, layout, summary)

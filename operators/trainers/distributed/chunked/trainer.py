@@ -37,7 +37,7 @@ from strata.engine.gang import GangContext
 from strata.operators.errors import OperatorError
 from strata.operators.layers import BasicGNN
 from strata.operators.trainers.base import SplitMetrics
-from strata.operators.trainers.distributed.chunked.arena import DeviceArena
+from strata.operators.trainers.distributed.chunked.arena import Buffer, DeviceArena
 from strata.operators.trainers.distributed.chunked.host_store import HostStore
 from strata.operators.trainers.distributed.chunked.memory_model import model_state_bytes
 from strata.operators.trainers.distributed.chunked.steps import (
@@ -45,19 +45,23 @@ from strata.operators.trainers.distributed.chunked.steps import (
     unpack_steps,
 )
 from strata.operators.trainers.distributed.chunked.transfer import DropFn, Transfers
-from strata.operators.trainers.distributed.config import CachePolicy
-from strata.operators.trainers.distributed.counters import TransferCounters
+from strata.operators.trainers.distributed.counters import (
+    Phase,
+    Traffic,
+    TransferCounters,
+)
 from strata.operators.trainers.distributed.dropout import scale_rows_
 from strata.operators.trainers.distributed.inputs import WorkerInputs
 from strata.operators.trainers.distributed.local_graph import PropagationGraph
 from strata.operators.trainers.distributed.loop import reduce_split_metrics
+from strata.operators.trainers.distributed.modes import CachePolicy
 from strata.operators.trainers.distributed.programs import (
     LayerProgram,
     SliceTensors,
     layer_widths,
     program_for,
 )
-from strata.partition import LoadMode, PartitionBook
+from strata.partition import PartitionBook
 
 
 class ChunkedEngine:
@@ -72,15 +76,16 @@ class ChunkedEngine:
         self.ctx = ctx
         self.inputs = inputs
         self.config = inputs.config
-        plan = inputs.extra["plan"]
+        plan = inputs.plan
+        assert plan is not None, "a HongTu run has a chunk plan"
         self.plan = plan
-        self.num_chunks = int(plan["chunks"])
-        self.policies = [CachePolicy(p) for p in plan["policies"]]
-        self.hold = holds_previous(LoadMode(plan["dedup"]))
+        self.num_chunks = plan.chunks
+        self.policies = plan.policies
+        self.hold = holds_previous(plan.dedup)
         self.device = ctx.device
         self.counters = TransferCounters()
         self.arena = DeviceArena(
-            inputs.dist.device_budget, self.device, where=f"worker rank {ctx.rank}"
+            plan.device_budget, self.device, where=f"worker rank {ctx.rank}"
         )
         self.moves = Transfers(self.arena, self.counters)
         self.num_train = inputs.split_nodes["train"]
@@ -126,7 +131,7 @@ class ChunkedEngine:
             torch.from_numpy(np.searchsorted(s, d)).to(self.device)
             for d, s in zip(self.dst, self.src, strict=True)
         ]
-        self.arena.reserve("model", model_state_bytes(model, self.inputs.dist))
+        self.arena.reserve(Buffer.MODEL, model_state_bytes(model, self.inputs.dist))
 
     def train_epoch(self, model: BasicGNN, epoch: int) -> float:
         """Forward and backward, chunk by chunk; return the global loss."""
@@ -156,8 +161,8 @@ class ChunkedEngine:
         rank = self.ctx.rank
         return {
             "arena_peak_bytes": self.arena.peak_bytes,
-            "modelled_peak_bytes": self.plan["modelled_peak_bytes"][rank],
-            "device_budget": self.inputs.dist.device_budget,
+            "modelled_peak_bytes": self.plan.modelled_peak_bytes[rank],
+            "device_budget": self.plan.device_budget,
             "chunks": self.num_chunks,
         }
 
@@ -183,7 +188,7 @@ class ChunkedEngine:
         """Every layer over every chunk; the loss share (training) or ``sums``."""
         assert self.store is not None
         training = epoch is not None
-        phase = "fwd" if training else "eval"
+        phase = Phase.FWD if training else Phase.EVAL
         arena, moves, program = self.arena, self.moves, self.program
         num_layers = model.num_layers
         loss_sum = 0.0
@@ -207,26 +212,26 @@ class ChunkedEngine:
                     cur_ids=self.src_t[s],
                     drop=drop,
                 )
-                arena.free("prev")
-                moves.topology(part, "topo", phase=phase, layer=layer, transpose=False)
+                arena.free(Buffer.PREV)
+                moves.topology(part, phase=phase, layer=layer, transpose=False)
                 num_dst = dst.shape[0]
                 work = program.work_bytes(num_dst, d_in, d_out, backward=False)
                 if part.row_scale is not None:
                     work += 4 * num_dst * d_in
                 if last and training:
                     work += 8 * num_dst * d_out  # the loss and its gradient
-                arena.reserve("work", work)
-                z = arena.adopt("z", program.aggregate(part, rows))
+                arena.reserve(Buffer.WORK, work)
+                z = arena.adopt(Buffer.Z, program.aggregate(part, rows))
                 root = None
                 if program.needs_root:
-                    root = arena.adopt("root", rows[self.self_pos[s]])
-                y = arena.adopt("y", program.combine(conv, z, root))
+                    root = arena.adopt(Buffer.ROOT, rows[self.self_pos[s]])
+                y = arena.adopt(Buffer.Y, program.combine(conv, z, root))
                 if cache:
                     moves.write(
                         self.store.cache(layer),
                         dst,
                         z,
-                        counter="cache_d2h_bytes",
+                        count=lambda n: Traffic(cache_d2h_bytes=n),
                         phase=phase,
                         layer=layer,
                     )
@@ -236,7 +241,7 @@ class ChunkedEngine:
                         self.store.output(layer),
                         dst,
                         y,
-                        counter="d2h_bytes",
+                        count=lambda n: Traffic(d2h_bytes=n),
                         phase=phase,
                         layer=layer,
                     )
@@ -247,21 +252,21 @@ class ChunkedEngine:
                         self.store.grad(layer),
                         dst,
                         grad,
-                        counter="d2h_bytes",
+                        count=lambda n: Traffic(d2h_bytes=n),
                         phase=phase,
                         layer=layer,
                     )
                 else:
                     assert sums is not None
                     self._score(y, s, splits, sums)
-                arena.free("work", "z", "root", "y", "topo")
+                arena.free(Buffer.WORK, Buffer.Z, Buffer.ROOT, Buffer.Y, Buffer.TOPO)
                 if self.hold:
-                    arena.rename("rows", "prev")
+                    arena.rename(Buffer.ROWS, Buffer.PREV)
                     prev = rows
                 else:
-                    arena.free("rows")
+                    arena.free(Buffer.ROWS)
                 self.ctx.heartbeat()
-            arena.free("prev")
+            arena.free(Buffer.PREV)
             self.ctx.barrier()  # layer l + 1 reads every chunk's layer-l output
         return loss_sum
 
@@ -308,13 +313,13 @@ class ChunkedEngine:
                 dy = moves.read(
                     self.store.grad(layer),
                     dst,
-                    "dy",
-                    counter="grad_h2d_bytes",
-                    phase="bwd",
+                    Buffer.DY,
+                    count=lambda n: Traffic(grad_h2d_bytes=n),
+                    phase=Phase.BWD,
                     layer=layer,
                 )
                 moves.topology(
-                    part, "topo", phase="bwd", layer=layer, transpose=needs_rows_grad
+                    part, phase=Phase.BWD, layer=layer, transpose=needs_rows_grad
                 )
                 work = program.work_bytes(num_dst, d_in, d_out, backward=True)
                 work += 4 * num_dst * d_in * (2 if part.row_scale is not None else 1)
@@ -324,53 +329,53 @@ class ChunkedEngine:
                         rprev,
                         table,
                         num_src,
-                        phase="bwd",
+                        phase=Phase.BWD,
                         layer=layer,
                         cur_ids=self.src_t[s],
                         drop=drop,
                     )
-                    arena.free("rprev")
-                    arena.reserve("work", work)
+                    arena.free(Buffer.RPREV)
+                    arena.reserve(Buffer.WORK, work)
                     contrib = self._recompute(
                         model, layer, s, rows, dy, needs_rows_grad
                     )
                 else:
                     rows = None
                     contrib = self._restore(model, layer, s, dy, drop, work)
-                arena.free("dy", "z", "root", "work", "grads")
+                arena.free(Buffer.DY, Buffer.Z, Buffer.ROOT, Buffer.WORK, Buffer.GRADS)
                 if needs_rows_grad:
                     assert contrib is not None
                     if carry is None:
                         grad = contrib
-                        arena.rename("contrib", "grad")
+                        arena.rename(Buffer.CONTRIB, Buffer.GRAD)
                     else:
                         grad = carry.add_(contrib)
-                        arena.rename("carry", "grad")
-                        arena.free("contrib")
+                        arena.rename(Buffer.CARRY, Buffer.GRAD)
+                        arena.free(Buffer.CONTRIB)
                     carry = None
                     if self.hold and s > 0:
                         carry = arena.alloc(
-                            "carry", (self.src[s - 1].shape[0], d_in), zero=True
+                            Buffer.CARRY, (self.src[s - 1].shape[0], d_in), zero=True
                         )
                     moves.flush(
                         self.fwd[s],
                         grad,
                         carry,
                         self.store.grad(layer - 1),
-                        phase="bwd",
+                        phase=Phase.BWD,
                         layer=layer,
                         drop=drop,
                     )
-                    arena.free("grad")
-                arena.free("topo")
+                    arena.free(Buffer.GRAD)
+                arena.free(Buffer.TOPO)
                 if rows is not None and self.hold:
-                    arena.rename("rows", "rprev")
+                    arena.rename(Buffer.ROWS, Buffer.RPREV)
                     rprev = rows
                 else:
-                    arena.free("rows")
+                    arena.free(Buffer.ROWS)
                 self.ctx.heartbeat()
                 self.ctx.barrier()  # one writer per dH row per step (pitfall 2)
-            arena.free("carry", "rprev")
+            arena.free(Buffer.CARRY, Buffer.RPREV)
             self.ctx.barrier()
 
     def _recompute(
@@ -401,7 +406,7 @@ class ChunkedEngine:
                 f"layer {layer}'s output to depend on its input rows",
                 "no gradient reached them",
             )
-        return self.arena.adopt("contrib", leaf.grad)
+        return self.arena.adopt(Buffer.CONTRIB, leaf.grad)
 
     def _restore(
         self,
@@ -420,9 +425,9 @@ class ChunkedEngine:
         z = moves.read(
             self.store.cache(layer),
             dst,
-            "z",
-            counter="cache_h2d_bytes",
-            phase="bwd",
+            Buffer.Z,
+            count=lambda n: Traffic(cache_h2d_bytes=n),
+            phase=Phase.BWD,
             layer=layer,
         )
         root = None
@@ -430,15 +435,15 @@ class ChunkedEngine:
             root = moves.read(
                 self.store.input(layer),
                 dst,
-                "root",
-                counter="cache_h2d_bytes",
-                phase="bwd",
+                Buffer.ROOT,
+                count=lambda n: Traffic(cache_h2d_bytes=n),
+                phase=Phase.BWD,
                 layer=layer,
             )
             if drop is not None:
                 drop(root, dst)
-        self.arena.reserve("work", work)
-        self.arena.reserve("grads", z.numel() * 4 * (2 if root is not None else 1))
+        self.arena.reserve(Buffer.WORK, work)
+        self.arena.reserve(Buffer.GRADS, z.numel() * 4 * (2 if root is not None else 1))
         with torch.enable_grad():
             z.requires_grad_(needs_rows_grad)
             if root is not None:
@@ -451,7 +456,7 @@ class ChunkedEngine:
             return None
         assert z.grad is not None
         contrib = self.arena.adopt(
-            "contrib", program.aggregate_t(self.parts[step], z.grad)
+            Buffer.CONTRIB, program.aggregate_t(self.parts[step], z.grad)
         )
         if root is not None:
             assert root.grad is not None

@@ -1,6 +1,9 @@
-"""The Emma option's settings, :class:`EmmaConfig`, and the combinations it rejects.
+"""The combinations the Emma mode rejects (:func:`check_emma`).
 
-Emma (``emma.md``) trains partition-parallel with *source chunking*: iteration
+The settings are the mode value
+:class:`~strata.operators.trainers.distributed.modes.Emma` (``EmmaConfig`` is
+its earlier name, kept as an alias). Emma (``emma.md``) trains partition-parallel
+with *source chunking*: iteration
 ``t`` refreshes the messages of the sources in chunk ``t mod S`` only, and every
 destination keeps a moving (stale) aggregate for the rest. It is approximate;
 evaluation is always exact.
@@ -8,15 +11,17 @@ evaluation is always exact.
 Three combinations are rejected when a run is built, each by an error that names
 both settings (:func:`check_emma`):
 
-* Emma with HongTu (``mode='hongtu'``): Emma's chunks are *source* sets and
-  HongTu's *destination* sets; combining them needs its own plan and buffers.
+* Emma with HongTu: Emma's chunks are *source* sets and HongTu's *destination*
+  sets; combining them needs its own plan and buffers. With the mode one typed
+  value this cannot be written; the check remains for the old
+  ``EmmaTrainer(config, dist, emma)`` form.
 * Emma with max (or min) aggregation: a maximum has no decayed running form.
 * Emma with BatchNorm anywhere in the model: per-worker batch statistics make
   the result depend on the worker count (breaking K-invariance); use LayerNorm.
 
 Examples:
     >>> EmmaConfig(splits=5)
-    EmmaConfig(splits=5, redraw_every=5, refresh_every=25, warm_start=False, seed=0)
+    Emma(splits=5, redraw_every=5, refresh_every=25, warm_start=False, seed=0)
     >>> EmmaConfig(splits=4, refresh_every=0).refresh_every   # 0: never refresh
     0
     >>> EmmaConfig(splits=4, redraw_every=6)  # doctest: +ELLIPSIS
@@ -29,91 +34,17 @@ multiple of splits (4), got redraw_every=6. Hint: ...
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
-
 import torch
 
 from strata.operators.errors import OperatorError
+from strata.operators.trainers.distributed.modes import Emma
 
-_WHERE = "EmmaConfig"
-
-
-@dataclass(frozen=True, slots=True)
-class EmmaConfig:
-    """Source chunking with moving aggregation (see the module docstring).
-
-    Attributes:
-        splits: S, the number of source chunks; iteration ``t`` refreshes chunk
-            ``t mod S``. 1 is exact training.
-        redraw_every: iterations between redraws of the chunk ids (None: S, so
-            each cycle aggregates every edge exactly once). Must be a multiple
-            of S: a redraw inside a cycle would skip some edges and repeat others.
-        refresh_every: iterations between exact passes that overwrite every
-            moving buffer (None: S * S, the reference's cadence; 0: never).
-        warm_start: fill the buffers with one exact pass before the first
-            iteration (our addition; the reference starts from zeros).
-        seed: seeds the chunk ids, ``chunk(v, cycle) = mix64(seed, cycle, v) mod S``.
-    """
-
-    splits: int = 10
-    redraw_every: int | None = None
-    refresh_every: int | None = None
-    warm_start: bool = False
-    seed: int = 0
-
-    def __post_init__(self) -> None:
-        def need(
-            ok: bool, subject: str, expected: str, got: Any, hint: str = ""
-        ) -> None:
-            if not ok:
-                raise OperatorError.build(subject, _WHERE, expected, got, hint or None)
-
-        s = self.splits
-        need(isinstance(s, int) and s >= 1, "splits", "splits >= 1", f"splits={s}")
-        if self.redraw_every is None:
-            object.__setattr__(self, "redraw_every", s)
-        if self.refresh_every is None:
-            object.__setattr__(self, "refresh_every", s * s)
-        r = self.redraw_every
-        need(
-            isinstance(r, int) and r >= 1 and r % s == 0,
-            "redraw_every",
-            f"a positive multiple of splits ({s})",
-            f"redraw_every={r}",
-            "chunk ids are drawn once per cycle of S iterations (emma.md pitfall 3); "
-            "leave it None for S",
-        )
-        f = self.refresh_every
-        need(
-            isinstance(f, int) and f >= 0,
-            "refresh_every",
-            "refresh_every >= 0 (0: never)",
-            f"refresh_every={f}",
-        )
-        need(self.seed >= 0, "seed", "seed >= 0", f"seed={self.seed}")
-
-    def cycle_of(self, iteration: int) -> int:
-        """The chunk-id draw iteration ``iteration`` uses."""
-        assert self.redraw_every is not None
-        return iteration // self.redraw_every
-
-    def chunk_of(self, iteration: int) -> int:
-        """The chunk iteration ``iteration`` refreshes (``iteration mod S``)."""
-        return iteration % self.splits
-
-    def refreshes_before(self, iteration: int) -> bool:
-        """Whether an exact refresh runs before ``iteration``.
-
-        One runs after every ``refresh_every`` completed iterations (none before
-        the first; ``refresh_every = 0`` never refreshes).
-        """
-        f = self.refresh_every
-        return bool(f) and iteration > 0 and iteration % f == 0  # type: ignore[operator]
+#: The Emma mode's settings under their earlier name (a compatibility alias).
+EmmaConfig = Emma
 
 
 def check_emma(
-    emma: EmmaConfig | None,
+    emma: Emma | None,
     *,
     mode: str,
     aggregation: str,

@@ -25,7 +25,8 @@ one Emma *iteration*: one optimizer step. Iteration ``t`` (``emma.md`` §3.3):
 Every reported metric comes from :meth:`EmmaEngine.evaluate`: a full exchange and
 full aggregation that leaves the buffers untouched.
 
-Counters (per worker, per iteration, in the run report's ``per_worker[r].epochs``
+Counters (typed :class:`~strata.operators.trainers.distributed.counters.Traffic`
+fields; per worker, per iteration, in the run report's ``per_worker[r].epochs``
 as ``"<phase>.<name>"``): ``fwd``/``bwd``/``refresh``/``eval`` ``halo_send_rows``,
 ``halo_recv_rows``, ``halo_send_bytes``, ``halo_recv_bytes`` (per peer and layer in
 the counters), ``emma.active_sources``, ``emma.edges_aggregated`` and
@@ -49,22 +50,17 @@ from strata.engine.gang import GangContext
 from strata.operators.kernels import spmm
 from strata.operators.kernels.moving_aggr import moving_sum
 from strata.operators.layers import BasicGNN
+from strata.operators.trainers.distributed.counters import Phase, Traffic
 from strata.operators.trainers.distributed.emma.chunker import ChunkStep, SourceChunker
-from strata.operators.trainers.distributed.emma.config import EmmaConfig, check_emma
+from strata.operators.trainers.distributed.emma.config import check_emma
 from strata.operators.trainers.distributed.emma.state import MovingState
 from strata.operators.trainers.distributed.halo import halo_exchange
 from strata.operators.trainers.distributed.inputs import WorkerInputs
-from strata.operators.trainers.distributed.loop import (
-    build_model,
-    run_worker,
-)
+from strata.operators.trainers.distributed.modes import Emma
 from strata.operators.trainers.distributed.partition_parallel import (
     PartitionParallelEngine,
 )
 from strata.operators.trainers.distributed.programs import SliceTensors, layer_widths
-
-#: Where the Emma settings travel in ``WorkerInputs.extra``.
-EXTRA_KEY = "emma"
 
 
 class EmmaEngine(PartitionParallelEngine):
@@ -72,8 +68,8 @@ class EmmaEngine(PartitionParallelEngine):
 
     Args:
         ctx: the rank's gang context.
-        inputs: the run's shared inputs; ``inputs.extra["emma"]`` is the
-            :class:`EmmaConfig`.
+        inputs: the run's shared inputs; ``inputs.dist.mode`` is the
+            :class:`~strata.operators.trainers.distributed.modes.Emma` settings.
 
     Attributes:
         emma: the Emma settings.
@@ -84,7 +80,9 @@ class EmmaEngine(PartitionParallelEngine):
 
     def __init__(self, ctx: GangContext, inputs: WorkerInputs) -> None:
         super().__init__(ctx, inputs)
-        self.emma: EmmaConfig = inputs.extra[EXTRA_KEY]
+        emma = inputs.dist.mode
+        assert isinstance(emma, Emma), "EmmaEngine runs mode=Emma(...)"
+        self.emma = emma
         self.refreshes: list[int] = []
 
     def setup(self, model: BasicGNN) -> None:
@@ -100,12 +98,16 @@ class EmmaEngine(PartitionParallelEngine):
         if x_local is None:
             with torch.no_grad():
                 halo = halo_exchange(
-                    self.x, self.halo, counters=self.counters, phase="setup", layer=1
+                    self.x,
+                    self.halo,
+                    counters=self.counters,
+                    phase=Phase.SETUP,
+                    layer=1,
                 )
             x_local = torch.cat([self.x, halo])
         self.x_input = x_local
         self.state = MovingState.zeros(self.num_owned, self.widths, device=self.device)
-        self.counters.add("buffer_bytes", self.state.buffer_bytes, phase="setup")
+        self.counters.add(Phase.SETUP, Traffic(buffer_bytes=self.state.buffer_bytes))
         self.chunker = SourceChunker(
             self.emma,
             self.local_ids_np,
@@ -131,23 +133,23 @@ class EmmaEngine(PartitionParallelEngine):
             model.train()
         step = self.chunker.step(epoch)
         self._count_step(step)
-        return self._pass(model, epoch=epoch, phase="fwd", step=step, store=True)
+        return self._pass(model, epoch=epoch, phase=Phase.FWD, step=step, store=True)
 
     def eval_forward(self, model: BasicGNN) -> torch.Tensor:
         """Exact evaluation: full exchange and aggregation; buffers untouched."""
-        before = self.counters.total("halo_send_bytes", phase="eval")
-        out = self._pass(model, epoch=None, phase="eval", step=None, store=False)
-        sent = self.counters.total("halo_send_bytes", phase="eval") - before
-        self.counters.add("eval_bytes", sent, phase="eval")
+        before = self.counters.total(phase=Phase.EVAL).halo_send_bytes
+        out = self._pass(model, epoch=None, phase=Phase.EVAL, step=None, store=False)
+        sent = self.counters.total(phase=Phase.EVAL).halo_send_bytes - before
+        self.counters.add(Phase.EVAL, Traffic(eval_bytes=sent))
         return out
 
     @torch.no_grad()
     def refresh(self, model: BasicGNN, *, before: int) -> None:
         """An exact pass (no dropout) that overwrites every layer's buffer."""
-        start = self.counters.total("halo_send_bytes", phase="refresh")
-        self._pass(model, epoch=None, phase="refresh", step=None, store=True)
-        sent = self.counters.total("halo_send_bytes", phase="refresh") - start
-        self.counters.add("refresh_bytes", sent, phase="refresh")
+        start = self.counters.total(phase=Phase.REFRESH).halo_send_bytes
+        self._pass(model, epoch=None, phase=Phase.REFRESH, step=None, store=True)
+        sent = self.counters.total(phase=Phase.REFRESH).halo_send_bytes - start
+        self.counters.add(Phase.REFRESH, Traffic(refresh_bytes=sent))
         self.refreshes.append(before)
 
     def report(self) -> dict[str, Any]:
@@ -184,21 +186,24 @@ class EmmaEngine(PartitionParallelEngine):
         return sum(rows * w * 4 for w in self.widths[1:])
 
     def _count_step(self, step: ChunkStep) -> None:
-        c, layers = self.counters, len(self.widths)
-        c.add("active_sources", step.active_sources, phase="emma")
-        c.add("edges_aggregated", step.edges * layers, phase="emma")
-        c.add("exact_edges", self.chunker.local.num_edges * layers, phase="emma")
-        c.add("exact_exchange_bytes", self._exact_bytes(), phase="emma")
-        c.add("exact_bwd_bytes", self._exact_bytes(self.halo.recv_rows), phase="emma")
-        c.add("exact_exchange_rows", self.halo.send_rows * (layers - 1), phase="emma")
-        c.add("control_bytes", 0, phase="emma")  # chunk ids need no messages
+        layers = len(self.widths)
+        facts = Traffic(
+            active_sources=step.active_sources,
+            edges_aggregated=step.edges * layers,
+            exact_edges=self.chunker.local.num_edges * layers,
+            exact_exchange_bytes=self._exact_bytes(),
+            exact_bwd_bytes=self._exact_bytes(self.halo.recv_rows),
+            exact_exchange_rows=self.halo.send_rows * (layers - 1),
+            control_bytes=0,  # chunk ids need no messages
+        )
+        self.counters.add(Phase.EMMA, facts)
 
     def _pass(
         self,
         model: BasicGNN,
         *,
         epoch: int | None,
-        phase: str,
+        phase: Phase,
         step: ChunkStep | None,
         store: bool,
     ) -> torch.Tensor:
@@ -234,10 +239,3 @@ class EmmaEngine(PartitionParallelEngine):
             if i < model.num_layers - 1:
                 h = model.act(h)
         return h
-
-
-def emma_worker(ctx: GangContext, inputs: WorkerInputs) -> dict[str, Any]:
-    """The gang's worker function: :class:`EmmaEngine` inside the epoch loop."""
-    engine = EmmaEngine(ctx, inputs)
-    model = build_model(inputs.config, inputs.num_features, inputs.num_classes)
-    return run_worker(ctx, engine, model, inputs.config, inputs.dist)
