@@ -84,7 +84,7 @@ def plan_rows(data: TrainingData, args: argparse.Namespace) -> dict[str, Any]:
     cfg = config(args.hidden, 1)
     model = build_model(cfg, data.num_features, data.num_classes)
     program = program_for(model)
-    prop = PropagationGraph.build(data.graph, program.kind)
+    prop = PropagationGraph.build(data.graph, program.aggregation)
     part = level1_partition(data.graph, args.workers, DistributedConfig().level1, 0)
     out: dict[str, Any] = {}
     for mode in MODES:
@@ -157,7 +157,7 @@ def memory(args: argparse.Namespace) -> dict[str, Any]:
     cfg = config(args.hidden, args.epochs)
     model = build_model(cfg, data.num_features, data.num_classes)
     program = program_for(model)
-    prop = PropagationGraph.build(data.graph, program.kind)
+    prop = PropagationGraph.build(data.graph, program.aggregation)
     part = level1_partition(data.graph, args.workers, DistributedConfig().level1, 0)
     one = DistributedConfig(workers=args.workers, mode="hongtu", chunks=1)
     unchunked = max(

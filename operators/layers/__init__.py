@@ -8,10 +8,19 @@ full :class:`strata.storage.CSRGraph`, a sampled
 :class:`GAT`, :class:`GIN` (registry :data:`MODELS`).
 """
 
-from strata.operators.layers.basic_gnn import GAT, GCN, GIN, MODELS, BasicGNN, GraphSAGE
+from strata.operators.layers.basic_gnn import (
+    GAT,
+    GCN,
+    GIN,
+    MODELS,
+    BasicGNN,
+    GraphSAGE,
+    LayerStack,
+)
 from strata.operators.layers.gat_conv import GATConv
 from strata.operators.layers.gcn_conv import GCNConv, gcn_coefficients
 from strata.operators.layers.gin_conv import GINConv
+from strata.operators.layers.message_passing import MessagePassing
 from strata.operators.layers.sage_conv import SAGEConv
 
 __all__ = [
@@ -24,6 +33,8 @@ __all__ = [
     "GCNConv",
     "GINConv",
     "GraphSAGE",
+    "LayerStack",
+    "MessagePassing",
     "SAGEConv",
     "gcn_coefficients",
 ]

@@ -134,6 +134,50 @@ class BasicGNN(nn.Module):
         )
 
 
+class LayerStack(BasicGNN):
+    """Stacked layers of a user's own class (any ``layer(in, out)`` callable).
+
+    Args:
+        in_channels: input feature width.
+        hidden_channels: width of every hidden layer.
+        out_channels: output width.
+        num_layers: number of layers.
+        layer: builds one layer from its input and output widths, e.g. a
+            :class:`~strata.operators.layers.message_passing.MessagePassing`
+            subclass: every execution (full-graph, partition-parallel, streaming)
+            derives from its definition.
+        dropout: dropout probability before every layer.
+        act: activation between layers.
+    """
+
+    def __init__(
+        self,
+        in_channels: int,
+        hidden_channels: int,
+        out_channels: int,
+        num_layers: int = 2,
+        *,
+        layer: Callable[[int, int], nn.Module],
+        dropout: float = 0.0,
+        act: Callable[[torch.Tensor], torch.Tensor] = F.relu,
+    ) -> None:
+        self.layer = layer
+        super().__init__(
+            in_channels,
+            hidden_channels,
+            out_channels,
+            num_layers,
+            dropout=dropout,
+            act=act,
+        )
+
+    def make_conv(
+        self, in_channels: int, out_channels: int, *, last: bool
+    ) -> tuple[nn.Module, int]:
+        """``layer(in_channels, out_channels)``."""
+        return self.layer(in_channels, out_channels), out_channels
+
+
 class GCN(BasicGNN):
     """Stacked :class:`~strata.operators.layers.GCNConv` (Kipf & Welling)."""
 

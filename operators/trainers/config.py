@@ -40,9 +40,10 @@ from typing import Any
 
 import torch
 import torch.nn.functional as F
+from torch import nn
 
 from strata.operators.errors import OperatorError
-from strata.operators.layers import MODELS, BasicGNN
+from strata.operators.layers import MODELS, BasicGNN, LayerStack
 
 #: Activations a model may use between layers.
 ACTIVATIONS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
@@ -96,6 +97,10 @@ class ModelConfig:
         output_heads: GAT heads of the last layer (averaged).
         attention_dropout: GAT dropout on attention coefficients.
         aggr: GraphSAGE aggregator (``mean``, ``max``, ``sum``).
+        layer: a user's own layer (``layer(in, out)``, e.g. a
+            :class:`~strata.operators.layers.MessagePassing` subclass): the model
+            stacks it (:class:`~strata.operators.layers.LayerStack`) and ``name``
+            is only its label.
     """
 
     name: str = "gcn"
@@ -107,11 +112,16 @@ class ModelConfig:
     output_heads: int = 1
     attention_dropout: float = 0.0
     aggr: str = "mean"
+    layer: Callable[[int, int], nn.Module] | None = None
 
     def __post_init__(self) -> None:
         where = "ModelConfig"
         _check(
-            self.name in MODELS, "name", where, f"one of {sorted(MODELS)}", self.name
+            self.layer is not None or self.name in MODELS,
+            "name",
+            where,
+            f"one of {sorted(MODELS)} (or a layer)",
+            self.name,
         )
         _check(self.hidden >= 1, "hidden", where, "hidden >= 1", self.hidden)
         _check(self.num_layers >= 1, "num_layers", where, ">= 1", self.num_layers)
@@ -130,6 +140,16 @@ class ModelConfig:
 
     def build(self, in_channels: int, out_channels: int) -> BasicGNN:
         """Build the model (parameters drawn from torch's current RNG)."""
+        if self.layer is not None:
+            return LayerStack(
+                in_channels,
+                self.hidden,
+                out_channels,
+                self.num_layers,
+                layer=self.layer,
+                dropout=self.dropout,
+                act=ACTIVATIONS[self.activation],
+            )
         extra: dict[str, Any] = {}
         if self.name == "gat":
             extra = {
@@ -235,6 +255,10 @@ class TrainConfig:
             data.pop(name)
         data["monitor"] = self.monitor.value
         data["decay_scope"] = self.decay_scope.value
+        layer = self.model.layer
+        if layer is not None:  # a user's layer, named by its import path
+            name = getattr(layer, "__qualname__", type(layer).__qualname__)
+            data["model"]["layer"] = f"{layer.__module__}:{name}"
         return data
 
 

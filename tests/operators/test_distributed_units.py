@@ -135,7 +135,7 @@ def test_two_slices_equal_the_single_device_layer(model, kind: str) -> None:  # 
 def test_transposed_aggregate_is_the_aggregate_gradient(model) -> None:  # type: ignore[no-untyped-def]
     graph = random_graph(30, 150, seed=1)
     program = program_for(model)
-    prop = PropagationGraph.build(graph, program.kind)
+    prop = PropagationGraph.build(graph, program.aggregation)
     dst, src = np.arange(5, 20), np.arange(30)
     part = SliceTensors.of(prop.slice(dst, src), CPU)
     for _ in range(2):

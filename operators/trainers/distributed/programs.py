@@ -143,6 +143,10 @@ class LayerProgram:
         """Whether a cached aggregate can be backpropagated by the transpose."""
         return self.aggregation.linear and self.identity_message
 
+    def messages(self, conv: torch.nn.Module, x: torch.Tensor) -> torch.Tensor:
+        """The layer's messages of source rows ``x``."""
+        return x if self.identity_message else _layer(conv).message(x)
+
     def aggregate(
         self,
         part: SliceTensors,
@@ -155,7 +159,7 @@ class LayerProgram:
         which is only right for layers whose message is the identity.
         """
         if conv is not None:
-            x = _layer(conv).message(x)
+            x = self.messages(conv, x)
         elif not self.identity_message:
             raise OperatorError.build(
                 "conv", "LayerProgram.aggregate", "the layer (its messages)", "None"

@@ -317,7 +317,7 @@ class DistributedTrainer(Operator[Any, Any]):
         }
         for split in SPLITS:
             arrays[f"mask.{split}"] = data.masks[split].numpy()
-        prop = PropagationGraph.build(graph, program.kind)
+        prop = PropagationGraph.build(graph, program.aggregation)
         arrays.update(prop.to_arrays("prop."))
         book_chunks = None
         plan: ChunkPlanSummary | None = None

@@ -221,7 +221,7 @@ class ChunkedEngine:
                 if last and training:
                     work += 8 * num_dst * d_out  # the loss and its gradient
                 arena.reserve(Buffer.WORK, work)
-                z = arena.adopt(Buffer.Z, program.aggregate(part, rows))
+                z = arena.adopt(Buffer.Z, program.aggregate(part, rows, conv))
                 root = None
                 if program.needs_root:
                     root = arena.adopt(Buffer.ROOT, rows[self.self_pos[s]])
@@ -391,7 +391,7 @@ class ChunkedEngine:
         conv, program = model.convs[layer - 1], self.program
         with torch.enable_grad():
             leaf = rows.detach().requires_grad_(needs_rows_grad)
-            z = program.aggregate(self.parts[step], leaf)
+            z = program.aggregate(self.parts[step], leaf, conv)
             root = leaf[self.self_pos[step]] if program.needs_root else None
             out = program.combine(conv, z, root)
             if layer < model.num_layers:

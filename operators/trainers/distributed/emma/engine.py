@@ -226,7 +226,9 @@ class EmmaEngine(PartitionParallelEngine):
                 )
                 local = torch.cat([h, halo])
             local = self.dropout(model, local, epoch=epoch, layer=i)
-            total = spmm(part.graph, local, part.values)
+            # The layer's messages, summed unscaled: the moving sum keeps sums.
+            messages = self.program.messages(conv, local)
+            total = spmm(part.graph, messages, part.values)
             if step is not None:
                 total = moving_sum(
                     total, self.state[i], step.refreshed, self.chunker.degree
