@@ -272,7 +272,15 @@ class SymNorm(Aggregation):
             deg_src = deg_dst
         inv_dst = deg_dst.pow(-0.5).masked_fill_(deg_dst == 0, 0.0)
         inv_src = deg_src.pow(-0.5).masked_fill_(deg_src == 0, 0.0)
-        return Propagation(looped, inv_src[src] * weight * inv_dst[dst], None)
+        values = self.coefficients(inv_src[src], weight, inv_dst[dst])
+        return Propagation(looped, values, None)
+
+    @staticmethod
+    def coefficients(
+        inv_src: torch.Tensor, weight: torch.Tensor, inv_dst: torch.Tensor
+    ) -> torch.Tensor:
+        """Edge coefficients ``d_src^-1/2 w d_dst^-1/2`` from inverse square roots."""
+        return inv_src * weight * inv_dst
 
 
 @dataclass(frozen=True, slots=True)

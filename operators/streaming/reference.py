@@ -30,6 +30,8 @@ import numpy as np
 import torch
 from torch import nn
 
+from strata.operators.kernels.device_graph import as_device_graph
+from strata.operators.layers.message_passing import Propagation, SymNorm
 from strata.operators.samplers.block import Block
 from strata.storage import CSRGraph, DynamicGraph
 
@@ -116,7 +118,10 @@ class AffectedRecompute:
         self.features = features
         self.live = live
         self.num_layers = len(self.model.convs)  # type: ignore[arg-type]
-        self.gcn = type(self.model.convs[0]).__name__ == "GCNConv"  # type: ignore[index]
+        # A degree-normalised aggregation (GCN) reads global degrees, and a
+        # degree change alters the sender's messages: one more hop.
+        first = self.model.convs[0]  # type: ignore[index]
+        self.gcn = isinstance(getattr(first, "aggregation", None), SymNorm)
         self.table = full_recompute(model, graph, features, live, dtype=dtype)
         self.recomputed = 0
 
@@ -193,28 +198,39 @@ class AffectedRecompute:
 def _gcn_block(
     conv: Any, block: Block, x: torch.Tensor, graph: DynamicGraph, live: np.ndarray
 ) -> torch.Tensor:
-    """GCN over a block with the *global* degrees of the full graph (exact)."""
+    """A self-loop, degree-normalised layer over a block with *global* degrees.
+
+    The block's own degrees would normalise differently from the full graph, so
+    the coefficients come from the live in-degrees of the whole graph (through
+    the aggregation's own formula); the layer's declaration does the rest.
+    """
+    aggregation: SymNorm = conv.aggregation
     num_dst = block.num_dst
-    dst_local = np.repeat(np.arange(num_dst), np.diff(block.indptr))
-    src_local = block.indices
-    src_global = block.src_global_ids[src_local]
-    loops = src_global == block.src_global_ids[dst_local]
-    dst_local, src_local = dst_local[~loops], src_local[~loops]
-    degree = _live_in_degree(graph, block.src_global_ids, live) + conv_loop(conv)
-    inv = torch.from_numpy(degree**-0.5).to(x.dtype)
-    h = x @ conv.lin.weight.T
-    coeff = inv[src_local] * inv[dst_local]
-    out = torch.zeros(num_dst, h.shape[1], dtype=h.dtype)
-    out.index_add_(0, torch.from_numpy(dst_local), h[src_local] * coeff[:, None])
-    out += (conv_loop(conv) * inv[:num_dst] ** 2)[:, None] * h[:num_dst]
-    if conv.bias is not None:
-        out += conv.bias
+    rows = np.repeat(np.arange(num_dst), np.diff(block.indptr))
+    cols = block.indices
+    ids = block.src_global_ids
+    keep = ids[cols] != ids[rows]  # existing loops are replaced by one per node
+    loops = np.arange(num_dst)
+    rows = np.concatenate([rows[keep], loops])
+    cols = np.concatenate([cols[keep], loops])
+    weight = np.concatenate(
+        [np.ones(int(keep.sum())), np.full(num_dst, aggregation.loop_weight)]
+    )
+    order = np.argsort(rows, kind="stable")
+    rows, cols, weight = rows[order], cols[order], weight[order]
+    degree = _live_in_degree(graph, ids, live) + aggregation.loop_weight
+    inv = torch.from_numpy(degree**-0.5)
+    values = aggregation.coefficients(
+        inv[torch.from_numpy(cols)],
+        torch.from_numpy(weight),
+        inv[torch.from_numpy(rows)],
+    )
+    indptr = np.zeros(num_dst + 1, dtype=np.int64)
+    np.cumsum(np.bincount(rows, minlength=num_dst), out=indptr[1:])
+    looped = as_device_graph(Block(indptr, cols, ids, num_dst), x.device)
+    prop = Propagation(looped, values.to(x.dtype))
+    out: torch.Tensor = conv.propagate(prop, x, x[:num_dst])
     return out
-
-
-def conv_loop(conv: Any) -> float:
-    """GCN self-loop weight of a ``GCNConv``."""
-    return 2.0 if conv.improved else 1.0
 
 
 def _live_in_degree(
