@@ -33,10 +33,9 @@ from typing import Any
 
 import numpy as np
 
-from strata.operators.trainers import ModelConfig, TrainConfig
+from strata.operators.trainers import FullGraphTrainer, ModelConfig, TrainConfig
 from strata.operators.trainers.distributed.config import DistributedConfig
 from strata.operators.trainers.distributed.emma import EmmaConfig, EmmaTrainer
-from strata.operators.trainers.distributed.reference import CounterDropoutTrainer
 from strata.storage import load_graph
 
 
@@ -64,7 +63,7 @@ def exact_run(data: Any, config: TrainConfig) -> dict[str, Any]:
     """Exact full-graph training on one device (the oracle)."""
     records: list[Any] = []
     start = time.perf_counter()
-    result = CounterDropoutTrainer(config).fit(data, on_epoch=records.append)
+    result = FullGraphTrainer(config).fit(data, on_epoch=records.append)
     return {
         "test_accuracy": result.test_accuracy,
         "val_accuracy": result.val_accuracy,

@@ -6,6 +6,8 @@
 * Configuration: :class:`TrainConfig`, :class:`ModelConfig`, :class:`SamplingConfig`,
   :class:`Monitor`, :class:`DecayScope`, :class:`EvalMode`.
 * Records: :class:`EpochRecord`, :class:`TrainResult`; data: :class:`TrainingData`.
+* :func:`counter_dropout`: full-graph dropout whose masks are keyed by (seed,
+  epoch, layer, node id), the same on one device as on any number of workers.
 
 Both trainers emit one record per epoch on port ``epochs`` and the result on port
 ``result`` (see :mod:`strata.operators.trainers.base`).
@@ -19,6 +21,7 @@ from strata.operators.trainers.config import (
     TrainConfig,
 )
 from strata.operators.trainers.data import TrainingData, as_training_data
+from strata.operators.trainers.dropout import counter_dropout
 from strata.operators.trainers.early_stopping import EarlyStopping
 from strata.operators.trainers.full_graph import FullGraphTrainer
 from strata.operators.trainers.inference import layerwise_inference
@@ -43,6 +46,7 @@ __all__ = [
     "Trainer",
     "TrainingData",
     "as_training_data",
+    "counter_dropout",
     "epoch_order",
     "layerwise_inference",
 ]

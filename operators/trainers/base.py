@@ -37,9 +37,11 @@ as an uninterrupted run's (times aside), and its counters cover every epoch.
 Reproducibility: on CPU the same configuration and data give bit-identical losses;
 a run resumed from a checkpoint continues the uninterrupted run's trajectory
 exactly, because the checkpoint holds torch's random state as well as the model and
-optimiser. Dropout draws from torch's global generator, so two trainers must not
-run concurrently in threads of one process (the ``process`` executor gives each
-step its own process).
+optimiser. Full-graph dropout masks are counter-based
+(:mod:`strata.operators.trainers.dropout`), but sampled training's dropout and
+GAT's attention dropout draw from torch's global generator, so two trainers must
+not run concurrently in threads of one process (the ``process`` executor gives
+each step its own process).
 """
 
 from __future__ import annotations

@@ -6,6 +6,12 @@ evaluation mode (no dropout) with one more forward pass. This is Kipf & Welling'
 training procedure, and, being in-memory, single-process and deterministic on CPU,
 it is the exactness oracle for partition-parallel full-graph training.
 
+Dropout draws counter-based masks
+(:func:`~strata.operators.trainers.dropout.counter_dropout`, keyed by seed, epoch,
+layer and node id), the masks every worker of a
+:class:`~strata.operators.trainers.distributed.DistributedTrainer` draws: the same
+seed trains the same model on one device as on any number of workers.
+
 Examples:
     >>> from strata.storage import load_planetoid
     >>> from strata.operators.trainers import ModelConfig, TrainConfig
@@ -37,6 +43,7 @@ from strata.operators.trainers.base import (
     split_metrics,
 )
 from strata.operators.trainers.data import FEATURES, SPLITS, TrainingData
+from strata.operators.trainers.dropout import counter_dropout
 
 __all__ = ["FullGraphTrainer"]
 
@@ -56,6 +63,7 @@ class FullGraphTrainer(Trainer):
         x = data.features.get(FEATURES)
         self._x = x.to(device=device, dtype=torch.float32).reshape(x.shape[0], -1)
         self._y = data.y.to(device)
+        self._node_ids = torch.arange(self._x.shape[0], device=device)
         self._ids = {split: data.ids(split).to(device) for split in SPLITS}
 
     def train_epoch(
@@ -72,8 +80,25 @@ class FullGraphTrainer(Trainer):
         return EpochStats(loss=loss.item(), seeds=int(ids.numel()))
 
     def train_forward(self, model: BasicGNN, epoch: int) -> torch.Tensor:
-        """Logits of every node in training mode (a hook for other dropout masks)."""
-        return model(self._graph, self._x)
+        """Logits of every node in training mode, with counter-based dropout.
+
+        ``model``'s own layer loop, with the counter-based masks in place of
+        ``F.dropout`` before every layer (the loop a gang's workers run too).
+        """
+        x = self._x
+        for i, conv in enumerate(model.convs):
+            x = counter_dropout(
+                x,
+                self._node_ids,
+                p=model.dropout,
+                seed=self.config.seed,
+                epoch=epoch,
+                layer=i,
+            )
+            x = conv(self._graph, x)
+            if i < model.num_layers - 1:
+                x = model.act(x)
+        return x
 
     @torch.no_grad()
     def evaluate(
@@ -89,7 +114,7 @@ class FullGraphTrainer(Trainer):
 
     def release(self) -> None:
         """Drop the device tensors."""
-        self._graph = self._x = self._y = None  # type: ignore[assignment]
+        self._graph = self._x = self._y = self._node_ids = None  # type: ignore[assignment]
         self._ids = {}
 
     def __repr__(self) -> str:

@@ -61,13 +61,14 @@ def test_cli_outputs_identical_on_both_executors(
 
 
 def test_a_short_run_reaches_a_sane_accuracy() -> None:
-    # A shorter schedule (20 epochs at 5x the learning rate) of the same job; the
+    # A shorter schedule (40 epochs at 5x the learning rate) of the same job; the
     # default 200-epoch schedule reaches about 0.82 (test_ten_seed_accuracy).
-    job = build(epochs=20, lr=0.05, patience=0, **FAST)
+    # Seeds 0-11 of this one score at least 0.76 (test nodes) and 0.72 (val).
+    job = build(epochs=40, lr=0.05, patience=0, **FAST)
     outputs = execute(job).outputs
     assert outputs["test_accuracy"] > 0.75  # chance is about 0.3 (7 classes)
     assert outputs["val_accuracy"] > 0.72
-    assert outputs["epochs_run"] == 20
+    assert outputs["epochs_run"] == 40
     assert outputs["loss_curve"][-1] < outputs["loss_curve"][0]
 
 
@@ -192,7 +193,7 @@ def test_the_gat_preset_runs() -> None:
 def test_bad_parameters_are_clear_errors() -> None:
     with pytest.raises(JobError, match=r"--set model: name in ModelConfig: expected"):
         build(model="mlp")
-    with pytest.raises(OperatorError, match=r"workers in trainer_for: expected workers"):
+    with pytest.raises(OperatorError, match=r"workers in trainer_for: expected"):
         build(workers=0)
     with pytest.raises(JobError, match=r"--set dataset in .*cora,citeseer,pubmed"):
         build(dataset="reddit")

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from strata.engine import execute
-from strata.jobs import fullgraph_dist
+from strata.jobs import cora_gcn, fullgraph_dist
 from strata.operators.cli.main import main
 from strata.operators.errors import OperatorError
 
@@ -27,35 +27,34 @@ def run_cli(tmp_path: Path, job: str, name: str, **settings: object) -> dict:
     return data
 
 
-def test_cora_on_two_workers_equals_one_device_with_the_same_masks(
-    tmp_path: Path,
-) -> None:
-    """The whole job (200 epochs at most, early stopping), same seed.
+def test_cora_trains_the_same_model_on_one_and_two_workers_by_default() -> None:
+    """The whole job with default settings (at most 200 epochs, early stopping).
 
-    ``workers=2`` draws counter-based dropout masks (a partitioned run cannot
-    reproduce torch's generator); ``workers=1 masks=counter`` draws the same
-    masks on one device. Every figure then agrees: accuracies exactly, the
-    loss curve to its 4 printed digits, and the early-stopping epoch.
+    Every full-graph trainer draws the same counter-based dropout masks, so
+    ``workers=1`` and ``workers=2`` differ only by float rounding: the losses of
+    every epoch agree to 1e-5, the test accuracy to 0.002.
     """
-    common = {"seed": 3, "device": "cpu", "threads": 1}
-    one = run_cli(
-        tmp_path, "jobs/cora_gcn.py", "one", workers=1, masks="counter", **common
+    runs = {
+        k: execute(
+            cora_gcn.build(cora_gcn.CoraGcnConfig(workers=k)),
+            collect=("train.epochs",),
+        )
+        for k in (1, 2)
+    }
+    one, two = (runs[k].outputs for k in (1, 2))
+    losses = {k: [r["loss"] for r in runs[k].collected["train.epochs"]] for k in runs}
+    assert len(losses[1]) == len(losses[2]) == one["epochs_run"] == two["epochs_run"]
+    loss_err = max(abs(a - b) for a, b in zip(losses[1], losses[2], strict=True))
+    print(
+        f"test accuracy {one['test_accuracy']:.4f} (1 worker), "
+        f"{two['test_accuracy']:.4f} (2 workers); max |loss diff| {loss_err:.1e}"
     )
-    two = run_cli(tmp_path, "jobs/cora_gcn.py", "two", workers=2, **common)
-    a, b = one["outputs"], two["outputs"]
-    for key in (
-        "test_accuracy",
-        "val_accuracy",
-        "train_accuracy",
-        "best_epoch",
-        "epochs_run",
-    ):
-        assert a[key] == b[key], key
-    assert a["loss_curve"] == pytest.approx(b["loss_curve"], abs=2e-4)
-    assert a["test_accuracy"] > 0.78
-    counters = two["steps"]["train"]["counters"]
+    assert loss_err <= 1e-5
+    assert abs(one["test_accuracy"] - two["test_accuracy"]) <= 0.002
+    assert one["best_epoch"] == two["best_epoch"]
+    assert one["test_accuracy"] > 0.78
+    counters = runs[2].report.steps["train"].counters
     assert counters["fwd.halo_send_rows"] > 0  # it really ran on a gang
-    assert counters["epochs"] == b["epochs_run"]
 
 
 def test_hongtu_with_a_budget_reports_plan_counters_and_peaks(tmp_path: Path) -> None:

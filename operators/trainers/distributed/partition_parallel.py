@@ -44,12 +44,12 @@ from strata.operators.trainers.distributed.counters import (
     Traffic,
     TransferCounters,
 )
-from strata.operators.trainers.distributed.dropout import counter_dropout
 from strata.operators.trainers.distributed.halo import HaloPlan, halo_exchange
 from strata.operators.trainers.distributed.inputs import WorkerInputs
 from strata.operators.trainers.distributed.local_graph import PropagationGraph
 from strata.operators.trainers.distributed.loop import reduce_split_metrics
 from strata.operators.trainers.distributed.programs import SliceTensors, program_for
+from strata.operators.trainers.dropout import counter_dropout
 from strata.partition import PartitionBook
 
 

@@ -50,7 +50,6 @@ from strata.operators.trainers.distributed.counters import (
     Traffic,
     TransferCounters,
 )
-from strata.operators.trainers.distributed.dropout import scale_rows_
 from strata.operators.trainers.distributed.inputs import WorkerInputs
 from strata.operators.trainers.distributed.local_graph import PropagationGraph
 from strata.operators.trainers.distributed.loop import reduce_split_metrics
@@ -61,6 +60,7 @@ from strata.operators.trainers.distributed.programs import (
     layer_widths,
     program_for,
 )
+from strata.operators.trainers.dropout import scale_rows_
 from strata.partition import PartitionBook
 
 
