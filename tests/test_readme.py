@@ -43,3 +43,22 @@ def test_readme_job_runs_and_its_cut_matches_networkx(tmp_path: Path) -> None:
     owner = part.assignment
     cut = sum(1 for u, v in g.edges if owner[u] != owner[v])
     assert outputs["edge_cut_fraction"] == cut / g.number_of_edges()
+
+
+def test_readme_layer_runs_on_every_execution() -> None:
+    """The "Writing a layer" example: full graph, and the streaming rule."""
+    import torch
+
+    from strata.operators.streaming.model import StreamingModel
+
+    blocks = re.findall(r"```python\n(.*?)```", README.read_text(), re.DOTALL)
+    (code,) = [b for b in blocks if "(MessagePassing)" in b]
+    scope: dict[str, object] = {"__name__": "readme_layer"}
+    exec(compile(code, "README.md", "exec"), scope)
+    model = scope["model"]
+    graph = load_graph("planetoid:cora")
+    x = torch.from_numpy(graph.x)
+    out = model(graph.graph, x)  # type: ignore[operator]
+    assert out.shape == (2708, 7)
+    streaming = StreamingModel.from_module(model)  # type: ignore[arg-type]
+    assert (streaming.in_dim, streaming.out_dim) == (1433, 7)
