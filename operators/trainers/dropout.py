@@ -11,7 +11,8 @@ result would depend on the worker count. Here the keep/drop bit of element
 draws the same mask, and so does
 :class:`~strata.operators.trainers.FullGraphTrainer` on one device, so the same
 seed trains the same model whatever the worker count. On CPU the fused kernel is
-also faster than torch's generator (Cora: 9.7 against 54 ms per epoch).
+also faster than torch's generator: one epoch of ``strata run jobs/cora_gcn.py``
+(training step and evaluation) takes about 10 ms with it, 50 ms with ``F.dropout``.
 
 The hash is a 32-bit integer finaliser (two multiply-xorshift rounds, constants
 below 2^31 so int64 products never overflow) applied to a row key and a column

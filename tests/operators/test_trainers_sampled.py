@@ -70,6 +70,14 @@ def test_same_seed_gives_identical_losses(data) -> None:
     assert run(config(seed=1), data)[0][0]["loss"] != first[0][0]["loss"]
 
 
+def test_prefetch_depth_does_not_change_the_run(data) -> None:
+    # Sampling and shuffles are keyed by (seed, epoch, batch) and dropout draws
+    # only on the training thread, so how far the prefetch thread runs ahead
+    # (its one concurrency setting) leaves every loss and accuracy as it was.
+    one = run(config(epochs=2), data, dataclasses.replace(SAMPLING, prefetch=1))
+    assert run(config(epochs=2), data, dataclasses.replace(SAMPLING, prefetch=8)) == one
+
+
 def test_resume_continues_the_uninterrupted_trajectory(data, tmp_path) -> None:
     straight_records, straight = run(config(epochs=4), data)
     run(config(epochs=2, checkpoint_dir=str(tmp_path)), data)
