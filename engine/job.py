@@ -14,7 +14,11 @@ A job's parameters take one of two forms:
 
 Text converts to the field's or parameter's type (:func:`~strata.engine.params.coerce`:
 ``int``, ``float``, ``bool``, ``str``, ``Path``, an ``Enum``, a ``Literal``,
-``X | None``, tuples and lists); ``strata run JOB --help`` lists every parameter
+``X | None``, tuples and lists, byte sizes such as ``64MiB`` for an ``int``). A
+field typed as a union of configs is a *tagged union*: ``--set dist.mode=hongtu``
+picks the member whose lower-cased class name is the tag, ``--set
+dist.mode.chunks=4`` sets its fields (:mod:`strata.engine.params`).
+``strata run JOB --help`` lists every parameter
 with its type, default and one line of doc (:meth:`JobSpec.help`). A job may also
 define ``render(outputs) -> str`` to print its outputs its own way.
 
@@ -62,6 +66,7 @@ from strata.engine.params import (
     config_parameters,
     function_parameters,
     is_config,
+    keys,
     leaves,
     plain,
     resolve,
@@ -199,7 +204,7 @@ class JobSpec:
         try:
             resolve(self.config, canonical)
         except KeyError:
-            known = [name for name, _ in leaves(self.config)] + list(self.aliases)
+            known = keys(self.config) + list(self.aliases)
             close = difflib.get_close_matches(key, known, n=3)
             hint = f"did you mean {' or '.join(close)}? " if close else ""
             raise JobError(

@@ -5,13 +5,20 @@ config: a frozen dataclass whose fields are values or further dataclasses. A dot
 key (``train.lr``) names a field of a nested config. Text converts to the field's
 type (:func:`coerce`):
 
-* ``int`` (``4_000_000``), ``float``, ``str``, ``Path``;
+* ``int`` (``4_000_000``, or a byte size with a binary unit: ``64MiB``,
+  ``1.5GiB``), ``float``, ``str``, ``Path``;
 * ``bool``: true/false, yes/no, on/off, 1/0;
 * an ``Enum``: a member's value or name (``val_loss``, ``VAL_LOSS``);
 * a ``Literal``: one of its values;
 * ``X | None``: ``none``, or text for ``X``; other unions take the first type
   the text fits;
-* ``tuple``/``list`` of those: comma-separated (``15,10,5``).
+* ``tuple``/``list`` of those: comma-separated (``15,10,5``);
+* a *tagged union* of configs (``Exact | HongTu | Emma``): a field whose type is
+  a union of two or more dataclasses. Each member's tag is its class name in
+  lower case (``hongtu``); ``--set dist.mode=hongtu`` picks that member with its
+  defaults, and ``--set dist.mode.chunks=4`` sets a field of the member chosen
+  (given in the same call, else the current one). A field the chosen member
+  does not have is an error naming the members that have it.
 
 Each parameter's one line of documentation is the entry of its field in the
 ``Attributes:`` section of the dataclass docstring (Google style), the same
@@ -25,6 +32,8 @@ Examples:
     (4, 3)
     >>> coerce("15,10,5", tuple[int, ...]), coerce("none", Path | None)
     ((15, 10, 5), None)
+    >>> coerce("1.5KiB", int)
+    1536
     >>> [p for p in config_parameters(RunConfig) if p.name == "seed"]
     [JobParameter(name='seed', type='int', default='0', doc='Base seed; each task gets StepContext.seed derived from it, the step id and the shard, so seeds match across executors.')]
 """  # noqa: E501
@@ -82,6 +91,11 @@ def coerce(text: str, target: Any) -> Any:
     if origin in (typing.Union, types.UnionType):
         if text.strip().lower() == "none" and type(None) in args:
             return None
+        variants = tagged(target)
+        if variants:
+            if text.strip().lower() not in variants:
+                raise ValueError(f"expected one of {type_name(target)}")
+            return variants[text.strip().lower()]()
         for option in args:
             if option is type(None):
                 continue
@@ -105,7 +119,7 @@ def coerce(text: str, target: Any) -> Any:
             return lowered in _TRUE
         raise ValueError(f"expected true or false, got {text!r}")
     if target is int:
-        return int(text.replace("_", ""))
+        return _int(text)
     if target is float:
         return float(text.replace("_", ""))
     if target is str:
@@ -115,6 +129,43 @@ def coerce(text: str, target: Any) -> Any:
     if target is type(None):
         raise ValueError("the parameter has no default type; annotate it")
     raise TypeError(f"--set cannot set parameters of type {type_name(target)}")
+
+
+_UNITS = {"kib": 1 << 10, "mib": 1 << 20, "gib": 1 << 30, "tib": 1 << 40}
+
+
+def _int(text: str) -> int:
+    """An integer, or a byte size with a binary unit (``64MiB``, ``1.5GiB``)."""
+    match = re.fullmatch(r"\s*([0-9_.]+)\s*([a-zA-Z]+)\s*", text)
+    if match is None:
+        return int(text.replace("_", ""))
+    unit = match.group(2).lower()
+    if unit not in _UNITS:
+        raise ValueError(f"expected an integer or bytes with a unit ({_unit_names()})")
+    return int(float(match.group(1).replace("_", "")) * _UNITS[unit])
+
+
+def _unit_names() -> str:
+    return ", ".join(u[0].upper() + u[1:-1] + "B" for u in _UNITS)
+
+
+def tagged(annotation: Any) -> dict[str, type]:
+    """The members of a tagged union of configs by tag (empty if it is none).
+
+    A tagged union is a union of two or more dataclasses (``None`` may be one
+    more option); a member's tag is its class name in lower case.
+    """
+    if typing.get_origin(annotation) not in (typing.Union, types.UnionType):
+        return {}
+    options = [a for a in typing.get_args(annotation) if a is not type(None)]
+    if len(options) < 2 or not all(is_config(a) for a in options):
+        return {}
+    return {tag(a): a for a in options}
+
+
+def tag(cls: type) -> str:
+    """The tag of a tagged union's member: its class name in lower case."""
+    return cls.__name__.lower()
 
 
 def _sequence(text: str, target: Any) -> tuple[Any, ...] | list[Any]:
@@ -145,6 +196,9 @@ def type_name(annotation: Any) -> str:
     """``annotation`` as ``--set`` reads it: ``int``, ``{a,b}``, ``int,...``."""
     origin = typing.get_origin(annotation)
     args = typing.get_args(annotation)
+    if tagged(annotation):
+        names = [*tagged(annotation), *(["none"] if type(None) in args else [])]
+        return "{" + ",".join(names) + "}"
     if origin in (typing.Union, types.UnionType):
         return " | ".join("none" if a is type(None) else type_name(a) for a in args)
     if origin is typing.Literal:
@@ -225,56 +279,102 @@ def _default(field: dataclasses.Field[Any]) -> Any:
     return dataclasses.MISSING
 
 
+def _members(annotation: Any, part: str) -> list[type]:
+    """The configs whose field ``part`` a dotted key through ``annotation`` names."""
+    config = _config_of(annotation)
+    if config is not None:
+        return [config]
+    return [v for v in tagged(annotation).values() if part in _names(v)]
+
+
+def _names(cls: type) -> set[str]:
+    return {f.name for f in _fields(cls)}
+
+
 def resolve(cls: type, key: str) -> Any:
     """The annotation of dotted ``key`` within config ``cls``.
+
+    Through a tagged union, a field is looked up in the first member that has it.
 
     Raises:
         KeyError: no such field (the message is the missing name).
     """
     annotation: Any = cls
     for part in key.split("."):
-        config = _config_of(annotation)
-        if config is None or part not in {f.name for f in _fields(config)}:
+        owners = [c for c in _members(annotation, part) if part in _names(c)]
+        if not owners:
             raise KeyError(part)
-        annotation = hints(config)[part]
+        annotation = hints(owners[0])[part]
     return annotation
 
 
-def leaves(cls: type, value: Any = None, prefix: str = "") -> Iterator[tuple[str, Any]]:
-    """``(dotted name, current value)`` of every settable leaf of config ``cls``.
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Leaf:
+    name: str
+    value: Any
+    owner: type
+    field: str
+    member: str  # the tagged union's member it belongs to ("" if none)
 
-    Nested configs are walked into; an optional one that is None is one leaf.
+
+def _walk(cls: type, value: Any, prefix: str, every: bool) -> Iterator[_Leaf]:
+    """Every settable leaf below config ``cls`` (``value``: its current value).
+
+    A tagged union is one leaf (its tag) followed by the fields of the member
+    chosen, or of every member with ``every``.
     """
     types_ = hints(cls)
     for field in _fields(cls):
         current = _default(field) if value is None else getattr(value, field.name)
         name = f"{prefix}{field.name}"
-        inner = _config_of(types_[field.name])
-        if inner is not None and current is not None:
+        annotation = types_[field.name]
+        inner = _config_of(annotation)
+        variants = tagged(annotation)
+        if variants and current is not None and current is not dataclasses.MISSING:
+            yield _Leaf(name, tag(type(current)), cls, field.name, "")
+            for member in variants.values() if every else [type(current)]:
+                instance = current if type(current) is member else None
+                for leaf in _walk(member, instance, f"{name}.", every):
+                    yield dataclasses.replace(leaf, member=leaf.member or tag(member))
+        elif inner is not None and current is not None:
             if current is dataclasses.MISSING:
                 current = None
-            yield from leaves(inner, current, f"{name}.")
+            yield from _walk(inner, current, f"{name}.", every)
         else:
-            yield name, current
+            yield _Leaf(name, current, cls, field.name, "")
+
+
+def leaves(cls: type, value: Any = None, prefix: str = "") -> Iterator[tuple[str, Any]]:
+    """``(dotted name, current value)`` of every settable leaf of config ``cls``.
+
+    Nested configs are walked into; an optional one that is None is one leaf; a
+    tagged union is its tag (a string) and the chosen member's fields.
+    """
+    for leaf in _walk(cls, value, prefix, every=False):
+        yield leaf.name, leaf.value
+
+
+def keys(cls: type) -> list[str]:
+    """Every dotted key of config ``cls``, every tagged union member's included."""
+    return [leaf.name for leaf in _walk(cls, None, "", every=True)]
 
 
 def config_parameters(cls: type, value: Any = None) -> list[JobParameter]:
-    """Every leaf of config ``cls`` with its type, default and one line of doc."""
+    """Every leaf of config ``cls`` with its type, default and one line of doc.
+
+    A tagged union lists the fields of every member, each doc led by the
+    member's tag (``(hongtu) chunks per worker``).
+    """
     result = []
-    for name, current in leaves(cls, value):
-        owner, _, field = name.rpartition(".")
-        parent = resolve(cls, owner) if owner else cls
-        config = _config_of(parent)
-        assert config is not None  # leaves() only walks into configs
-        default = "(required)" if current is dataclasses.MISSING else show(current)
-        result.append(
-            JobParameter(
-                name,
-                type_name(hints(config)[field]),
-                default,
-                section_docs(config.__doc__, "Attributes").get(field, ""),
-            )
+    for leaf in _walk(cls, value, "", every=True):
+        default = (
+            "(required)" if leaf.value is dataclasses.MISSING else show(leaf.value)
         )
+        doc = section_docs(leaf.owner.__doc__, "Attributes").get(leaf.field, "")
+        if leaf.member:
+            doc = f"({leaf.member}) {doc}".rstrip()
+        annotation = hints(leaf.owner)[leaf.field]
+        result.append(JobParameter(leaf.name, type_name(annotation), default, doc))
     return result
 
 
@@ -286,40 +386,32 @@ def apply(
     Values that are not text are taken as they are (the dataclasses validate
     them). ``names`` maps a key to the name the user gave it (an alias), for
     messages. Every config on a changed path is rebuilt, so its ``__post_init__``
-    checks run again.
+    checks run again; a tagged union's member chosen by text in the same call
+    is built from its defaults and the fields given.
 
     Raises:
-        JobError: an unknown key, text that does not fit the type, or a value a
-            config rejects; the message names the dotted key and the value.
+        JobError: an unknown key, text that does not fit the type, a field of
+            another member of a tagged union, or a value a config rejects; the
+            message names the dotted key and the value.
     """
     cls = type(config)
-    typed: dict[tuple[str, ...], Any] = {}
-    for key, value in changes.items():
-        shown = (names or {}).get(key, key)
-        annotation = _field_type(cls, key)
-        if isinstance(value, str) and not _takes_text(annotation):
-            try:
-                value = coerce(value, annotation)
-            except (TypeError, ValueError) as exc:
-                raise JobError(
-                    format_where(
-                        f"--set {shown}",
-                        cls.__qualname__,
-                        type_name(annotation),
-                        f"{value!r} ({exc})",
-                        "strata run JOB --help lists every parameter",
-                    )
-                ) from exc
-        typed[tuple(key.split("."))] = value
-    return _rebuild(cls, config, typed, "", names or {})
+    for key in changes:
+        _field_type(cls, key)
+    typed = {tuple(key.split(".")): value for key, value in changes.items()}
+    return _rebuild(cls, config, typed, _Context(cls.__qualname__, names or {}))
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Context:
+    root: str  # the config's name, for messages
+    names: Mapping[str, str]  # dotted key -> the name the user gave
 
 
 def _field_type(cls: type, key: str) -> Any:
     try:
         return resolve(cls, key)
     except KeyError:
-        known = [name for name, _ in leaves(cls)]
-        close = difflib.get_close_matches(key, known, n=3)
+        close = difflib.get_close_matches(key, keys(cls), n=3)
         hint = f"did you mean {' or '.join(close)}? " if close else ""
         raise JobError(
             format_where(
@@ -341,34 +433,82 @@ def _takes_text(annotation: Any) -> bool:
     return False
 
 
+def _typed(value: Any, annotation: Any, key: str, ctx: _Context) -> Any:
+    """``value`` converted to ``annotation`` if it is text (``key``: dotted)."""
+    if not isinstance(value, str) or _takes_text(annotation):
+        return value
+    try:
+        return coerce(value, annotation)
+    except (TypeError, ValueError) as exc:
+        raise JobError(
+            format_where(
+                f"--set {ctx.names.get(key, key)}",
+                ctx.root,
+                type_name(annotation),
+                f"{value!r} ({exc})",
+                "strata run JOB --help lists every parameter",
+            )
+        ) from exc
+
+
 def _rebuild(
     cls: type,
     current: Any,
     changes: dict[tuple[str, ...], Any],
-    prefix: str,
-    names: Mapping[str, str],
+    ctx: _Context,
+    prefix: str = "",
 ) -> Any:
+    types_ = hints(cls)
     direct: dict[str, Any] = {}
     nested: dict[str, dict[tuple[str, ...], Any]] = {}
     for path, value in changes.items():
         if len(path) == 1:
-            direct[path[0]] = value
+            direct[path[0]] = _typed(value, types_[path[0]], prefix + path[0], ctx)
         else:
             nested.setdefault(path[0], {})[path[1:]] = value
-    types_ = hints(cls)
     for name, inner_changes in nested.items():
-        inner = _config_of(types_[name])
-        assert inner is not None  # resolve() checked the path
         base = direct.get(name, None if current is None else getattr(current, name))
-        direct[name] = _rebuild(inner, base, inner_changes, f"{prefix}{name}.", names)
+        inner = _config_of(types_[name])
+        if inner is None:  # a tagged union: the chosen member
+            inner = _chosen(types_[name], base, inner_changes, f"{prefix}{name}", ctx)
+            if isinstance(changes.get((name,)), str):
+                base = None  # chosen by its tag just now: its defaults
+        inner_prefix = f"{prefix}{name}."
+        direct[name] = _rebuild(inner, base, inner_changes, ctx, inner_prefix)
     try:
         if current is None:
             return cls(**direct)
         return dataclasses.replace(current, **direct)
     except (TypeError, ValueError) as exc:
         full = [prefix + ".".join(p) for p in changes]
-        keys = ", ".join(names.get(k, k) for k in full)
+        keys = ", ".join(ctx.names.get(k, k) for k in full)
         raise JobError(f"--set {keys}: {exc}") from exc
+
+
+def _chosen(
+    annotation: Any,
+    chosen: Any,
+    changes: Mapping[tuple[str, ...], Any],
+    key: str,
+    ctx: _Context,
+) -> type:
+    """The tagged union's member ``chosen`` is, checked to have every field set."""
+    variants = tagged(annotation)
+    current = "none" if chosen is None else tag(type(chosen))
+    for path, value in changes.items():
+        if chosen is None or path[0] not in _names(type(chosen)):
+            owners = [t for t, v in variants.items() if path[0] in _names(v)]
+            field = f"{key}.{'.'.join(path)}"
+            raise JobError(
+                format_where(
+                    f"--set {ctx.names.get(field, field)}",
+                    ctx.root,
+                    f"a setting of {key}={current}",
+                    f"{value!r}, a setting of {' and '.join(owners)} only",
+                    f"set {ctx.names.get(key, key)}={owners[0]} too",
+                )
+            )
+    return type(chosen)
 
 
 def section_docs(doc: str | None, section: str) -> dict[str, str]:

@@ -11,7 +11,7 @@ import pytest
 
 from strata.engine.cli import main
 from strata.engine.job import JobError, JobSpec, coerce, load_job, overrides, parameters
-from strata.engine.params import function_parameters
+from strata.engine.params import apply, function_parameters
 
 
 def build(
@@ -235,3 +235,150 @@ def test_run_help_lists_the_jobs_parameters(capsys) -> None:
     assert "usage: strata run" in out
     assert "job parameters of strata.engine._example_job" in out
     assert "count  int  3" in out
+
+
+# -- tagged unions: a field whose type is a union of configs --------------------
+@dataclass(frozen=True, slots=True)
+class Whole:
+    """Every row at once."""
+
+
+@dataclass(frozen=True, slots=True)
+class Chunked:
+    """Chunk by chunk.
+
+    Attributes:
+        chunks: chunks per worker.
+        budget: bytes per worker (None: any).
+    """
+
+    chunks: int = 1
+    budget: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Split:
+    """Attributes:
+    splits: source chunks.
+    redraw: derived from splits when None.
+    """
+
+    splits: int = 10
+    redraw: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.splits < 1:
+            raise ValueError(
+                f"splits in Split: expected splits >= 1, got {self.splits}"
+            )
+        if self.redraw is None:
+            object.__setattr__(self, "redraw", self.splits)
+
+
+@dataclass(frozen=True, slots=True)
+class Gang:
+    """Attributes:
+    workers: gang size.
+    mode: how each worker trains.
+    """
+
+    workers: int = 2
+    mode: Whole | Chunked | Split = field(default_factory=Whole)
+
+
+@dataclass(frozen=True, slots=True)
+class UnionConfig:
+    """Attributes:
+    dist: the gang.
+    """
+
+    dist: Gang = field(default_factory=Gang)
+
+
+def build_union_job(config: UnionConfig) -> None:
+    pass
+
+
+UNION = JobSpec(
+    "union",
+    build_union_job,
+    UnionConfig,
+    {"mode": "dist.mode", "chunks": "dist.mode.chunks", "splits": "dist.mode.splits"},
+    {},
+)
+
+
+@pytest.mark.parametrize(
+    ("assignments", "mode"),
+    [
+        (["dist.mode=chunked"], Chunked()),
+        (["dist.mode=chunked", "dist.mode.chunks=4"], Chunked(chunks=4)),
+        (["dist.mode.chunks=4", "dist.mode=Chunked"], Chunked(chunks=4)),  # any order
+        (["mode=chunked", "chunks=4"], Chunked(chunks=4)),  # aliases
+        (["mode=chunked", "dist.mode.budget=1.5KiB"], Chunked(budget=1536)),
+        (["mode=split", "splits=4"], Split(splits=4)),  # derived fields: fresh
+        (["dist.mode=whole"], Whole()),
+    ],
+)
+def test_a_tagged_union_member_is_picked_by_tag_then_its_fields_set(
+    assignments: list[str], mode: object
+) -> None:
+    assert UNION.arguments(assignments)["config"] == UnionConfig(Gang(mode=mode))
+
+
+def test_fields_of_the_current_member_are_set_without_its_tag() -> None:
+    config = apply(
+        UnionConfig(Gang(mode=Chunked(chunks=2))), {"dist.mode.budget": "64MiB"}
+    )
+    assert config.dist.mode == Chunked(chunks=2, budget=64 << 20)
+
+
+@pytest.mark.parametrize(
+    ("assignments", "message"),
+    [
+        (
+            ["dist.mode=pipeline"],
+            r"--set dist.mode in UnionConfig: expected \{whole,chunked,split\}, "
+            r"got 'pipeline'",
+        ),
+        (
+            ["chunks=4"],
+            r"--set chunks in UnionConfig: expected a setting of dist.mode=whole, "
+            r"got '4', a setting of chunked only. Hint: set dist.mode=chunked too",
+        ),
+        (["mode=split", "chunks=4"], r"--set chunks .*a setting of chunked only"),
+        (["mode=split", "splits=0"], r"--set .*splits: splits in Split: expected"),
+        (["dist.mode.chunk=4"], r"did you mean dist.mode.chunks"),
+        (["mode=chunked", "chunks=many"], r"--set chunks in UnionConfig: expected int"),
+    ],
+)
+def test_bad_tagged_union_settings_name_the_key_and_the_members(
+    assignments: list[str], message: str
+) -> None:
+    with pytest.raises(JobError, match=message):
+        UNION.arguments(assignments)
+
+
+def test_help_and_report_of_a_tagged_union() -> None:
+    rows = {p.name: p for p in UNION.parameters()}
+    assert list(rows) == [
+        "dist.workers",
+        "dist.mode",
+        "dist.mode.chunks",
+        "dist.mode.budget",
+        "dist.mode.splits",
+        "dist.mode.redraw",
+    ]
+    assert (rows["dist.mode"].type, rows["dist.mode"].default) == (
+        "{whole,chunked,split}",
+        "whole",
+    )
+    assert rows["dist.mode.chunks"].doc == "(chunked) chunks per worker."
+    assert rows["dist.mode.redraw"].default == "none"  # derived
+    config = UNION.arguments(["mode=chunked", "chunks=3"])
+    assert UNION.report_params(config) == {
+        "dist.workers": 2,
+        "dist.mode": "chunked",
+        "dist.mode.chunks": 3,
+        "dist.mode.budget": None,
+    }
