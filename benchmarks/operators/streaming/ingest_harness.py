@@ -41,11 +41,15 @@ def _serve(
         log, "tcp://127.0.0.1:*", limits=UpdateLimits(max_nodes=1 << 20)
     )
     queue.put(server.endpoint)
-    last_truncate = time.monotonic()
+    start = last_truncate = last_sample = time.monotonic()
     max_log_bytes = 0
+    log_series: list[tuple[float, int]] = [(0.0, log.size_bytes)]
     while not stop.is_set():
         server.serve_once(50)
         max_log_bytes = max(max_log_bytes, log.size_bytes)
+        if (now := time.monotonic()) - last_sample >= 0.25:
+            log_series.append((round(now - start, 3), log.size_bytes))
+            last_sample = now
         if retention_s is not None and time.monotonic() - last_truncate > retention_s:
             log.truncate_before(log.committed_offset)
             last_truncate = time.monotonic()
@@ -57,6 +61,7 @@ def _serve(
                 "max_log_bytes": max_log_bytes,
                 "log_bytes": log.size_bytes,
                 "segments": log.num_segments,
+                "log_series": log_series,
             }
         )
     )
@@ -130,5 +135,6 @@ def sustained_ingest(
         "server_rss_start_mb": round(float(rss[0]), 1),
         "server_rss_end_mb": round(float(rss[-1]), 1),
         "server_peak_rss_mb": round(float(rss.max()), 1),
+        "rss_series_mb": [(round(t, 3), round(r / 2**20, 1)) for t, r in samples],
         "server": counters,
     }
