@@ -40,6 +40,7 @@ Examples:
 
 from __future__ import annotations
 
+import collections.abc
 import dataclasses
 import difflib
 import enum
@@ -203,6 +204,8 @@ def type_name(annotation: Any) -> str:
         return " | ".join("none" if a is type(None) else type_name(a) for a in args)
     if origin is typing.Literal:
         return "{" + ",".join(str(a) for a in args) + "}"
+    if origin is collections.abc.Callable:
+        return "callable"
     if isinstance(annotation, type) and issubclass(annotation, enum.Enum):
         return "{" + ",".join(str(m.value) for m in annotation) + "}"
     if origin in (tuple, list):
@@ -504,7 +507,7 @@ def _chosen(
                     f"--set {ctx.names.get(field, field)}",
                     ctx.root,
                     f"a setting of {key}={current}",
-                    f"{value!r}, a setting of {' and '.join(owners)} only",
+                    f"{show(value)}, a setting of {' and '.join(owners)} only",
                     f"set {ctx.names.get(key, key)}={owners[0]} too",
                 )
             )

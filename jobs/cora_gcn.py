@@ -13,11 +13,11 @@ the epoch with the lowest validation loss (``patience=0`` trains all epochs)::
     strata run jobs/cora_gcn.py --set train.lr=0.005 --set model=gat --set seed=3
     strata run jobs/cora_gcn.py --help        # every parameter, type and default
 
-``train.model.name`` (alias ``model``) picks a preset of the other settings
-(:data:`strata.operators.trainers.presets.PRESETS`: GAT as Velickovic et al.);
-any ``--set`` overrides the preset. ``train.threads`` defaults to 1: Cora's
-operations are too small for torch's intra-op threads to pay off on a shared
-machine (``--set threads=0`` keeps torch's default).
+``train.model.name`` (aliases ``model``, ``model.kind``) picks a preset of the
+other settings (:data:`strata.operators.trainers.presets.PRESETS`: GAT as
+Velickovic et al.); any ``--set`` overrides the preset. ``train.threads``
+defaults to 1: Cora's operations are too small for torch's intra-op threads to
+pay off on a shared machine (``--set threads=0`` keeps torch's default).
 
 ``workers`` > 1 trains partition-parallel on a gang of that many processes
 (exact mode: halo exchange every layer), whose results equal single-device
@@ -72,6 +72,7 @@ class CoraGcnConfig:
 #: The flat names of earlier versions.
 ALIASES = {
     "model": "train.model.name",
+    "model.kind": "train.model.name",
     "hidden": "train.model.hidden",
     "layers": "train.model.num_layers",
     "heads": "train.model.heads",

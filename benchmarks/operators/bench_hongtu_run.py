@@ -41,8 +41,8 @@ import statistics
 import time
 from typing import Any
 
-from strata.jobs.fullgraph_dist import with_task
 from strata.operators.io.datasets import load_dataset
+from strata.operators.io.task import with_task
 from strata.operators.trainers import FullGraphTrainer, ModelConfig, TrainConfig
 from strata.operators.trainers.data import TrainingData, as_training_data
 from strata.operators.trainers.distributed import DistributedConfig, DistributedTrainer

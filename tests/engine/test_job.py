@@ -344,7 +344,7 @@ def test_fields_of_the_current_member_are_set_without_its_tag() -> None:
         (
             ["chunks=4"],
             r"--set chunks in UnionConfig: expected a setting of dist.mode=whole, "
-            r"got '4', a setting of chunked only. Hint: set dist.mode=chunked too",
+            r"got 4, a setting of chunked only. Hint: set dist.mode=chunked too",
         ),
         (["mode=split", "chunks=4"], r"--set chunks .*a setting of chunked only"),
         (["mode=split", "splits=0"], r"--set .*splits: splits in Split: expected"),

@@ -190,6 +190,12 @@ def test_the_gat_preset_runs() -> None:
     assert "8 heads x 8 hidden, elu, dropout 0.6, lr 0.005" in outputs["settings"]
 
 
+def test_model_kind_is_the_issues_alias_of_the_model_name() -> None:
+    config = job_config(cora_gcn, {"model.kind": "gat"})
+    assert config == job_config(cora_gcn, {"train.model.name": "gat"})
+    assert (config.train.model.heads, config.train.lr) == (8, 0.005)  # the preset
+
+
 def test_bad_parameters_are_clear_errors() -> None:
     with pytest.raises(JobError, match=r"--set model: name in ModelConfig: expected"):
         build(model="mlp")

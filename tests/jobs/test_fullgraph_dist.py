@@ -8,9 +8,11 @@ from pathlib import Path
 import pytest
 
 from strata.engine import execute
+from strata.engine.job import JobError, job_config, job_spec
 from strata.jobs import cora_gcn, fullgraph_dist
 from strata.operators.cli.main import main
-from strata.operators.errors import OperatorError
+from strata.operators.trainers.distributed import DistributedConfig
+from strata.operators.trainers.distributed.modes import Emma
 
 pytestmark = pytest.mark.multiprocess
 
@@ -106,16 +108,17 @@ def test_any_graph_spec_gets_a_task_and_every_mode_runs() -> None:
     """RMAT has no labels or masks: the job draws them and says so."""
     outputs = {}
     for mode in ("exact", "emma"):
-        job = fullgraph_dist.build(
+        config = job_config(
+            fullgraph_dist,
             graph="rmat:scale=9,edge_factor=8",
             mode=mode,
             workers=2,
             features=8,
             classes=4,
             epochs=4,
-            splits=2,
+            **({"splits": 2} if mode == "emma" else {}),
         )
-        outputs[mode] = execute(job).outputs
+        outputs[mode] = execute(fullgraph_dist.build(config)).outputs
     exact, emma = outputs["exact"], outputs["emma"]
     assert exact["synthesized"] == ["y", "x", "masks"]
     assert exact["epochs_run"] == emma["epochs_run"] == 4
@@ -129,18 +132,47 @@ def test_any_graph_spec_gets_a_task_and_every_mode_runs() -> None:
     assert 0 < emma["emma_fwd_bytes_ratio"] < 1
 
 
+def build(**flat: object) -> None:
+    fullgraph_dist.build(job_config(fullgraph_dist, **flat))
+
+
 def test_bad_settings_are_clear_errors() -> None:
-    with pytest.raises(OperatorError, match="mode in fullgraph_dist: expected one of"):
-        fullgraph_dist.build(mode="pipeline")
-    with pytest.raises(OperatorError, match="device_budget in fullgraph_dist"):
-        fullgraph_dist.build(mode="hongtu", device_budget="lots")
-    with pytest.raises(OperatorError, match="device_budget=None with mode='exact'"):
-        fullgraph_dist.build(mode="exact", device_budget=1 << 20)
+    with pytest.raises(JobError, match=r"--set mode in .*\{exact,hongtu,emma\}"):
+        build(mode="pipeline")
+    with pytest.raises(JobError, match=r"--set device_budget in .*'lots'"):
+        build(mode="hongtu", device_budget="lots")
+    with pytest.raises(JobError, match=r"device_budget .*a setting of hongtu only"):
+        build(mode="exact", device_budget=1 << 20)
+
+
+def test_flat_aliases_and_dotted_keys_give_the_same_config() -> None:
+    flat = job_config(fullgraph_dist, mode="hongtu", chunks="4", workers="3")
+    dotted = job_config(
+        fullgraph_dist,
+        {"dist.mode": "hongtu", "dist.mode.chunks": "4", "dist.gang.workers": "3"},
+    )
+    assert flat == dotted
+    assert flat.dist == DistributedConfig(workers=3, mode="hongtu", chunks=4)
+    budget = job_config(fullgraph_dist, mode="hongtu", device_budget="1.5MiB")
+    assert budget.dist.mode.device_budget == 3 << 19
+    emma = job_config(fullgraph_dist, {"dist.mode": "emma", "dist.mode.splits": 4})
+    assert emma.dist.mode == Emma(splits=4)
+
+
+def test_help_lists_every_mode_setting() -> None:
+    text = job_spec(fullgraph_dist).help()
+    for key in ("dist.mode ", "dist.mode.chunks", "dist.mode.splits", "task.classes"):
+        assert key in text
+    assert "{exact,hongtu,emma}" in text
 
 
 def test_docstring_examples() -> None:
     import doctest
 
-    result = doctest.testmod(fullgraph_dist, optionflags=doctest.ELLIPSIS)
-    assert result.attempted > 0
-    assert result.failed == 0
+    from strata.operators.io import task
+    from strata.operators.trainers import gang_records
+
+    for module in (task, gang_records):  # the job's helpers live there
+        result = doctest.testmod(module, optionflags=doctest.ELLIPSIS)
+        assert result.attempted > 0
+        assert result.failed == 0
