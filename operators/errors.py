@@ -12,7 +12,12 @@ Examples:
 
 from __future__ import annotations
 
+import enum
+from typing import Any, TypeVar
+
 from strata.storage.errors import format_error
+
+E = TypeVar("E", bound=enum.Enum)
 
 
 class OperatorError(ValueError):
@@ -24,3 +29,35 @@ class OperatorError(ValueError):
     ) -> OperatorError:
         """Create the error from the template's parts."""
         return cls(format_error(subject, where, expected, got, hint))
+
+
+def check(
+    ok: bool,
+    subject: str,
+    where: str,
+    expected: str,
+    got: object,
+    hint: str | None = None,
+) -> None:
+    """Raise :class:`OperatorError` from the template's parts unless ``ok``.
+
+    Examples:
+        >>> check(2 > 1, "k", "Config", "k > 1", 2)
+    """
+    if not ok:
+        raise OperatorError.build(subject, where, expected, str(got), hint or None)
+
+
+def as_enum(kind: type[E], value: Any, subject: str, where: str) -> E:
+    """``value`` as a member of ``kind`` (a member, or its value, e.g. from text).
+
+    Raises:
+        OperatorError: naming the choices, for any other value.
+    """
+    try:
+        return kind(value)
+    except ValueError:
+        choices = [m.value for m in kind]
+        raise OperatorError.build(
+            subject, where, f"one of {choices}", repr(value)
+        ) from None

@@ -42,7 +42,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from strata.operators.errors import OperatorError
+from strata.operators.errors import OperatorError, as_enum, check
 from strata.operators.layers import MODELS, BasicGNN, LayerStack
 
 #: Activations a model may use between layers.
@@ -64,21 +64,6 @@ class DecayScope(enum.Enum):
 
     ALL = "all"
     FIRST = "first"
-
-
-def _enum(kind: type[enum.Enum], value: Any, subject: str, where: str) -> Any:
-    try:
-        return kind(value)
-    except ValueError:
-        choices = [m.value for m in kind]
-        raise OperatorError.build(
-            subject, where, f"one of {choices}", repr(value)
-        ) from None
-
-
-def _check(ok: bool, subject: str, where: str, expected: str, got: object) -> None:
-    if not ok:
-        raise OperatorError.build(subject, where, expected, str(got))
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,27 +101,27 @@ class ModelConfig:
 
     def __post_init__(self) -> None:
         where = "ModelConfig"
-        _check(
+        check(
             self.layer is not None or self.name in MODELS,
             "name",
             where,
             f"one of {sorted(MODELS)} (or a layer)",
             self.name,
         )
-        _check(self.hidden >= 1, "hidden", where, "hidden >= 1", self.hidden)
-        _check(self.num_layers >= 1, "num_layers", where, ">= 1", self.num_layers)
+        check(self.hidden >= 1, "hidden", where, "hidden >= 1", self.hidden)
+        check(self.num_layers >= 1, "num_layers", where, ">= 1", self.num_layers)
         for name in ("dropout", "attention_dropout"):
             value = getattr(self, name)
-            _check(0 <= value < 1, name, where, "0 <= p < 1", value)
-        _check(
+            check(0 <= value < 1, name, where, "0 <= p < 1", value)
+        check(
             self.activation in ACTIVATIONS,
             "activation",
             where,
             f"one of {sorted(ACTIVATIONS)}",
             self.activation,
         )
-        _check(self.heads >= 1, "heads", where, "heads >= 1", self.heads)
-        _check(self.output_heads >= 1, "output_heads", where, ">= 1", self.output_heads)
+        check(self.heads >= 1, "heads", where, "heads >= 1", self.heads)
+        check(self.output_heads >= 1, "output_heads", where, ">= 1", self.output_heads)
 
     def build(self, in_channels: int, out_channels: int) -> BasicGNN:
         """Build the model (parameters drawn from torch's current RNG)."""
@@ -212,20 +197,20 @@ class TrainConfig:
     def __post_init__(self) -> None:
         where = "TrainConfig"
         object.__setattr__(
-            self, "monitor", _enum(Monitor, self.monitor, "monitor", where)
+            self, "monitor", as_enum(Monitor, self.monitor, "monitor", where)
         )
         object.__setattr__(
             self,
             "decay_scope",
-            _enum(DecayScope, self.decay_scope, "decay_scope", where),
+            as_enum(DecayScope, self.decay_scope, "decay_scope", where),
         )
-        _check(self.lr >= 0, "lr", where, "lr >= 0", self.lr)
-        _check(self.weight_decay >= 0, "weight_decay", where, ">= 0", self.weight_decay)
-        _check(self.epochs >= 0, "epochs", where, "epochs >= 0", self.epochs)
-        _check(self.patience >= 0, "patience", where, "patience >= 0", self.patience)
-        _check(self.seed >= 0, "seed", where, "seed >= 0", self.seed)
-        _check(self.threads >= 0, "threads", where, "threads >= 0", self.threads)
-        _check(
+        check(self.lr >= 0, "lr", where, "lr >= 0", self.lr)
+        check(self.weight_decay >= 0, "weight_decay", where, ">= 0", self.weight_decay)
+        check(self.epochs >= 0, "epochs", where, "epochs >= 0", self.epochs)
+        check(self.patience >= 0, "patience", where, "patience >= 0", self.patience)
+        check(self.seed >= 0, "seed", where, "seed >= 0", self.seed)
+        check(self.threads >= 0, "threads", where, "threads >= 0", self.threads)
+        check(
             self.checkpoint_every >= 1,
             "checkpoint_every",
             where,

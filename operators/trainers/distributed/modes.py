@@ -39,7 +39,7 @@ import enum
 from dataclasses import dataclass, fields
 from typing import Any, ClassVar, TypeAlias
 
-from strata.operators.errors import OperatorError
+from strata.operators.errors import OperatorError, as_enum, check
 from strata.partition import ChunkMethod, LoadMode
 
 
@@ -49,24 +49,6 @@ class CachePolicy(enum.Enum):
     AUTO = "auto"  # the valid policy with the smallest modelled backward time
     CACHE = "cache_aggregate"  # keep the aggregate z on the host
     REFETCH = "refetch"  # load the rows again and recompute
-
-
-def _need(
-    ok: bool, subject: str, where: str, expected: str, got: object, hint: str = ""
-) -> None:
-    if not ok:
-        raise OperatorError.build(subject, where, expected, str(got), hint or None)
-
-
-def _enum(kind: type[enum.Enum], value: Any, subject: str, where: str) -> Any:
-    """``value`` as a member of ``kind`` (a member, or its value as a string)."""
-    try:
-        return kind(value)
-    except ValueError:
-        choices = [m.value for m in kind]
-        raise OperatorError.build(
-            subject, where, f"one of {choices}", repr(value)
-        ) from None
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,19 +91,19 @@ class HongTu:
         set_(
             self,
             "chunk_method",
-            _enum(ChunkMethod, self.chunk_method, "chunk_method", where),
+            as_enum(ChunkMethod, self.chunk_method, "chunk_method", where),
         )
-        set_(self, "dedup", _enum(LoadMode, self.dedup, "dedup", where))
+        set_(self, "dedup", as_enum(LoadMode, self.dedup, "dedup", where))
         set_(
             self,
             "cache_policy",
-            _enum(CachePolicy, self.cache_policy, "cache_policy", where),
+            as_enum(CachePolicy, self.cache_policy, "cache_policy", where),
         )
         m = self.max_chunks
-        _need(isinstance(m, int) and m >= 1, "max_chunks", where, "max_chunks >= 1", m)
+        check(isinstance(m, int) and m >= 1, "max_chunks", where, "max_chunks >= 1", m)
         for name in ("device_budget", "host_budget", "chunks"):
             value = getattr(self, name)
-            _need(
+            check(
                 value is None or (isinstance(value, int) and value >= 1),
                 name,
                 where,
@@ -166,7 +148,7 @@ class Emma:
     def __post_init__(self) -> None:
         where = "EmmaConfig"  # the name the errors have always used
         s = self.splits
-        _need(
+        check(
             isinstance(s, int) and s >= 1, "splits", where, "splits >= 1", f"splits={s}"
         )
         if self.redraw_every is None:
@@ -174,7 +156,7 @@ class Emma:
         if self.refresh_every is None:
             object.__setattr__(self, "refresh_every", s * s)
         r = self.redraw_every
-        _need(
+        check(
             isinstance(r, int) and r >= 1 and r % s == 0,
             "redraw_every",
             where,
@@ -184,14 +166,14 @@ class Emma:
             "leave it None for S",
         )
         f = self.refresh_every
-        _need(
+        check(
             isinstance(f, int) and f >= 0,
             "refresh_every",
             where,
             "refresh_every >= 0 (0: never)",
             f"refresh_every={f}",
         )
-        _need(self.seed >= 0, "seed", where, "seed >= 0", f"seed={self.seed}")
+        check(self.seed >= 0, "seed", where, "seed >= 0", f"seed={self.seed}")
 
     def cycle_of(self, iteration: int) -> int:
         """The chunk-id draw iteration ``iteration`` uses."""
