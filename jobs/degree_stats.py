@@ -9,6 +9,7 @@ mean, percentiles, log2 histogram, top-10 nodes) as the job's outputs::
     edges (source) -> endpoints -> degrees (x shards, keyed by node) -> summary
 
     strata run jobs/degree_stats.py --set num_edges=1000000 --executor process
+    strata run jobs/degree_stats.py --help     # every parameter, type and default
 
 R-MAT (Chakrabarti, Zhan, Faloutsos, "R-MAT: A Recursive Model for Graph Mining",
 SDM 2004) places each edge by descending ``scale`` levels of the adjacency matrix,
@@ -22,6 +23,7 @@ every executor and for every shard count.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -161,33 +163,47 @@ def log2_histogram(degree: np.ndarray) -> list[int]:
     return [int(count) for count in np.bincount(bins)]
 
 
-def build(
-    num_edges: int = 4_000_000,
-    num_nodes: int = 1 << 20,
-    seed: int = 0,
-    batch_rows: int = 65_536,
-    shards: int = 2,
-) -> Pipeline:
-    """Degree statistics of a ``num_edges``-edge R-MAT graph on ``num_nodes`` nodes.
+@dataclass(frozen=True, slots=True)
+class DegreeStatsConfig:
+    """The job's parameters (checked when set: counts >= 1, seed >= 0).
 
-    Raises:
-        UsageError: a count below 1, or a negative seed (before any work).
+    Attributes:
+        num_edges: edges of the R-MAT graph.
+        num_nodes: its nodes (ids above ``num_nodes - 1`` wrap around).
+        seed: seeds the edge list (batch ``i`` draws from ``default_rng([seed, i])``).
+        batch_rows: edges per Arrow record batch.
+        shards: shards of the degree-counting step (keyed by node).
     """
-    where = f"{__name__}.build"
-    at_least(
-        where,
-        1,
-        num_edges=num_edges,
-        num_nodes=num_nodes,
-        batch_rows=batch_rows,
-        shards=shards,
-    )
-    at_least(where, 0, seed=seed)
+
+    num_edges: int = 4_000_000
+    num_nodes: int = 1 << 20
+    seed: int = 0
+    batch_rows: int = 65_536
+    shards: int = 2
+
+    def __post_init__(self) -> None:
+        where = "DegreeStatsConfig"
+        at_least(
+            where,
+            1,
+            num_edges=self.num_edges,
+            num_nodes=self.num_nodes,
+            batch_rows=self.batch_rows,
+            shards=self.shards,
+        )
+        at_least(where, 0, seed=self.seed)
+
+
+def build(config: DegreeStatsConfig) -> Pipeline:
+    """Degree statistics of the configured R-MAT graph (module docs)."""
+    c = config
     p = Pipeline("degree-stats")
-    p.step("edges", EdgeSource(num_edges, num_nodes, seed, batch_rows))
+    p.step("edges", EdgeSource(c.num_edges, c.num_nodes, c.seed, c.batch_rows))
     p.step("endpoints", Map(endpoints), "edges")
-    p.step("degrees", DegreeCounter(num_nodes), "endpoints", shards=shards, key="node")
-    p.step("summary", summarize, "degrees", num_nodes=num_nodes)
+    p.step(
+        "degrees", DegreeCounter(c.num_nodes), "endpoints", shards=c.shards, key="node"
+    )
+    p.step("summary", summarize, "degrees", num_nodes=c.num_nodes)
     p.record("summary")
     return p
 

@@ -54,7 +54,9 @@ def oracle(num_edges: int, num_nodes: int, seed: int, batch_rows: int) -> dict:
 def test_degrees_and_outputs_match_numpy(executor: str, shards: int) -> None:
     expected = oracle(**SMALL)
     result = execute(
-        degree_stats.build(**SMALL, shards=shards), executor, collect=("degrees",)
+        degree_stats.build(degree_stats.DegreeStatsConfig(**SMALL, shards=shards)),
+        executor,
+        collect=("degrees",),
     )
     assert result.outputs == expected["outputs"]
     per_shard = result.collected["degrees"]
@@ -97,3 +99,15 @@ def test_cli_outputs_identical_on_both_executors(
         outputs[name] = data["outputs"]
     assert outputs["local"] == outputs["process"] == oracle(**SMALL)["outputs"]
     assert "top 10 nodes" in capsys.readouterr().out
+
+
+def test_help_lists_every_parameter_and_bad_values_name_it() -> None:
+    from strata.engine.job import JobError, job_config, job_spec
+
+    rows = {p.name: p for p in job_spec(degree_stats).parameters()}
+    assert list(rows) == ["num_edges", "num_nodes", "seed", "batch_rows", "shards"]
+    assert (rows["num_edges"].type, rows["num_edges"].default) == ("int", "4000000")
+    assert rows["shards"].doc.startswith("shards of the degree-counting step")
+    assert job_config(degree_stats, num_edges="1_000").num_edges == 1000
+    with pytest.raises(JobError, match=r"--set shards: shards in DegreeStatsConfig"):
+        job_config(degree_stats, shards=0)
