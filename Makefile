@@ -17,6 +17,8 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install --quiet torch==2.13.0
 	$(BIN)/pip uninstall --quiet --yes strata 2>/dev/null || true  # the old dist name
 	$(BIN)/pip install --quiet -e '.[dev]'
+	# numba's on-disk caches name modules; drop any from before the strata.* names
+	find $(PACKAGES) \( -name '*.nbi' -o -name '*.nbc' \) -delete
 	touch $(STAMP)
 
 run: $(STAMP)

@@ -38,8 +38,9 @@ is the replay buffer recovery reads from.
 from __future__ import annotations
 
 import tempfile
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from strata.engine import Pipeline, at_least, between
 from strata.operators.streaming import (
@@ -55,7 +56,14 @@ from strata.operators.streaming.update_files import read_update_file, update_bat
 from strata.operators.streaming.windows import parse_window
 from strata.storage import UpdateLog
 
-__all__ = ["PreparedLogSource", "TrainedSetup", "build", "render"]
+__all__ = [
+    "PreparedLogSource",
+    "SourceConfig",
+    "StreamIngestConfig",
+    "TrainedSetup",
+    "build",
+    "render",
+]
 
 
 class PreparedLogSource(LogSource):
@@ -112,82 +120,137 @@ class PreparedLogSource(LogSource):
         yield from super().finish()
 
 
-def build(
-    graph: str = "sbm:n=20000,blocks=8,features=32,degree=10,seed=0",
-    model: str = "sage",
-    hidden: int = 64,
-    layers: int = 2,
-    epochs: int = 30,
-    model_path: str | None = None,
-    endpoint: str | None = None,
-    updates_file: str | None = None,
-    num_updates: int = 20_000,
-    batch_rows: int = 500,
-    mix: tuple[float, float, float] = (0.7, 0.2, 0.1),
-    new_nodes: float = 0.1,
-    window: str = "count:1000",
-    shards: int = 1,
-    log_dir: str | None = None,
-    max_updates: int | None = None,
-    idle_timeout_s: float | None = None,
-    embeddings_out: str | None = None,
-    query_endpoint: str | None = None,
-    dtype: str = "float32",
-    seed: int = 0,
-    threads: int = 1,
-) -> Pipeline:
+DEFAULT_GRAPH = "sbm:n=20000,blocks=8,features=32,degree=10,seed=0"
+
+
+@dataclass(frozen=True, slots=True)
+class SourceConfig:
+    """Where the updates come from.
+
+    Attributes:
+        endpoint: serve this ingestion endpoint (None: replay a file or a
+            generated stream).
+        updates_file: a Parquet/CSV update file to replay (None: generate).
+        num_updates: rows of the generated stream.
+        batch_rows: rows per replayed batch.
+        mix: shares of add-edge, remove-edge and set-feature rows (generated).
+        new_nodes: share of set-feature rows that create a node (generated).
+        log_dir: the update log's directory: the replay buffer a resumed run
+            reads (None: a temporary one, not resumable).
+        max_updates: with an endpoint, stop once the log holds this many rows.
+        idle_timeout_s: with an endpoint, stop after this long without a request.
+    """
+
+    endpoint: str | None = None
+    updates_file: Path | None = None
+    num_updates: int = 20_000
+    batch_rows: int = 500
+    mix: tuple[float, float, float] = (0.7, 0.2, 0.1)
+    new_nodes: float = 0.1
+    log_dir: Path | None = None
+    max_updates: int | None = None
+    idle_timeout_s: float | None = None
+
+    def __post_init__(self) -> None:
+        where = "SourceConfig"
+        at_least(
+            where,
+            1,
+            num_updates=self.num_updates,
+            batch_rows=self.batch_rows,
+            max_updates=self.max_updates,
+        )
+        at_least(where, 1e-3, idle_timeout_s=self.idle_timeout_s)
+        between(where, 0, 1, new_nodes=self.new_nodes)
+
+
+@dataclass(frozen=True, slots=True)
+class StreamIngestConfig:
+    """The job's parameters.
+
+    Attributes:
+        setup: the graph and the model trained on it (the ``init`` item).
+        source: where the updates come from.
+        window: when a layer flushes (``count:N``, ``session:MS@CAP``, ...).
+        shards: shards of every layer step (keyed by vertex).
+        embeddings_out: write the final embeddings here (``.npy``).
+        query_endpoint: answer embedding queries here while running.
+        dtype: precision of the stored inputs and emitted outputs.
+    """
+
+    setup: TrainedSetup = field(default_factory=lambda: TrainedSetup(DEFAULT_GRAPH))
+    source: SourceConfig = field(default_factory=SourceConfig)
+    window: str = "count:1000"
+    shards: int = 1
+    embeddings_out: Path | None = None
+    query_endpoint: str | None = None
+    dtype: Literal["float32", "float64"] = "float32"
+
+    def __post_init__(self) -> None:
+        at_least("StreamIngestConfig", 1, shards=self.shards)
+
+
+#: The flat names of earlier versions.
+ALIASES = {
+    **{
+        name: f"setup.{name}"
+        for name in ("graph", "model", "hidden", "layers", "epochs", "model_path")
+    },
+    **{name: f"setup.{name}" for name in ("seed", "threads")},
+    **{
+        name: f"source.{name}"
+        for name in (
+            "endpoint",
+            "updates_file",
+            "num_updates",
+            "batch_rows",
+            "mix",
+            "new_nodes",
+            "log_dir",
+            "max_updates",
+            "idle_timeout_s",
+        )
+    },
+}
+
+
+def build(config: StreamIngestConfig) -> Pipeline:
     """Incremental GNN inference over a stream of graph updates (module docs)."""
-    where = f"{__name__}.build"
-    at_least(
-        where,
-        1,
-        hidden=hidden,
-        layers=layers,
-        num_updates=num_updates,
-        batch_rows=batch_rows,
-        shards=shards,
-        max_updates=max_updates,
-    )
-    at_least(where, 0, epochs=epochs, seed=seed, threads=threads)
-    at_least(where, 1e-3, idle_timeout_s=idle_timeout_s)
-    between(where, 0, 1, new_nodes=new_nodes)
-    setup = TrainedSetup(
-        graph, model, hidden, layers, epochs, model_path, seed, threads
-    )
-    log_path = str(Path(log_dir) / "log") if log_dir else ""
+    setup, src = config.setup, config.source
+    log_path = str(src.log_dir / "log") if src.log_dir else ""
     p = Pipeline("stream-ingest")
-    if endpoint:
+    if src.endpoint:
         source: Any = ZmqIngest(
             log_path,
-            endpoint,
+            src.endpoint,
             setup=setup,
-            max_updates=max_updates,
-            idle_timeout_s=idle_timeout_s,
+            max_updates=src.max_updates,
+            idle_timeout_s=src.idle_timeout_s,
         )
     else:
         source = PreparedLogSource(
             log_path,
             setup=setup,
-            updates_file=updates_file,
-            num_updates=num_updates,
-            batch_rows=batch_rows,
-            mix=mix,
-            new_nodes=new_nodes,
-            seed=seed,
+            updates_file=None if src.updates_file is None else str(src.updates_file),
+            num_updates=src.num_updates,
+            batch_rows=src.batch_rows,
+            mix=src.mix,
+            new_nodes=src.new_nodes,
+            seed=setup.seed,
         )
     p.step("updates", source)
     last = streaming_gnn(
         p,
         "gnn",
         "updates",
-        num_layers=layers,
-        window=parse_window(window),
-        shards=shards,
-        dtype=dtype,
+        num_layers=setup.layers,
+        window=parse_window(config.window),
+        shards=config.shards,
+        dtype=config.dtype,
     )
-    p.step(
-        "embeddings", EmbeddingSink(embeddings_out, query_endpoint=query_endpoint), last
-    )
+    out = None if config.embeddings_out is None else str(config.embeddings_out)
+    sink = EmbeddingSink(out, query_endpoint=config.query_endpoint)
+    p.step("embeddings", sink, last)
     p.step("summary", summarize_stream, "embeddings")
     p.record("summary")
     return p

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from strata.engine import at_least
 from strata.operators.errors import OperatorError
 from strata.operators.layers import BasicGNN
 from strata.operators.streaming.model import StreamingModel
@@ -63,6 +64,12 @@ class TrainedSetup:
     model_path: str | None = None
     seed: int = 0
     threads: int = 1
+
+    def __post_init__(self) -> None:
+        at_least("TrainedSetup", 1, hidden=self.hidden, layers=self.layers)
+        at_least(
+            "TrainedSetup", 0, epochs=self.epochs, seed=self.seed, threads=self.threads
+        )
 
     def features(self) -> tuple[GraphDataset, np.ndarray]:
         """The dataset and its node features (seeded Gaussian ones if it has none)."""

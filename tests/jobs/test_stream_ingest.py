@@ -14,7 +14,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from strata.engine import execute
+from strata.engine import Pipeline, execute
+from strata.engine.job import job_config
 from strata.jobs import stream_ingest
 from strata.operators.cli.main import main
 from strata.operators.streaming import UpdateStream
@@ -27,6 +28,11 @@ from tests.operators.streaming_helpers import Oracle, free_endpoint
 ROOT = Path(__file__).resolve().parents[2]
 GRAPH = "sbm:n=400,blocks=4,features=8,degree=6,seed=1"
 SMALL = {"graph": GRAPH, "hidden": 16, "epochs": 3, "dtype": "float64", "seed": 1}
+
+
+def stream_job(**params: object) -> Pipeline:
+    """The job built from flat parameters (its aliases), as ``--set`` would."""
+    return stream_ingest.build(job_config(stream_ingest, **params))
 
 
 def expected_embeddings(updates_file: Path) -> tuple[np.ndarray, np.ndarray]:
@@ -51,7 +57,7 @@ def updates_file(tmp_path_factory) -> Path:
 
 def test_replayed_file_gives_full_recompute_embeddings(updates_file, tmp_path) -> None:
     out = tmp_path / "emb.npy"
-    p = stream_ingest.build(
+    p = stream_job(
         updates_file=str(updates_file),
         window="count:500",
         embeddings_out=str(out),
@@ -191,9 +197,7 @@ def test_sigkill_mid_stream_then_resume_applies_every_update_once(
     np.testing.assert_allclose(np.load(out)[nodes], expected, atol=1e-6)
     clean = tmp_path / "clean.npy"  # a crash-free run over the same updates
     execute(
-        stream_ingest.build(
-            updates_file=str(updates_file), embeddings_out=str(clean), **SMALL
-        ),
+        stream_job(updates_file=str(updates_file), embeddings_out=str(clean), **SMALL),
         "local",
     )
     np.testing.assert_allclose(np.load(out), np.load(clean), rtol=0, atol=1e-12)
@@ -241,9 +245,7 @@ def test_strata_ingest_at_a_steady_rate_survives_three_job_kills(
         assert log.next_offset == 3000
     clean = tmp_path / "clean.npy"  # a crash-free run over the same updates
     execute(
-        stream_ingest.build(
-            updates_file=str(updates_file), embeddings_out=str(clean), **SMALL
-        ),
+        stream_job(updates_file=str(updates_file), embeddings_out=str(clean), **SMALL),
         "local",
     )
     np.testing.assert_allclose(np.load(out), np.load(clean), rtol=0, atol=1e-12)

@@ -37,7 +37,7 @@ from strata.operators.streaming.protocol import (
 )
 from strata.operators.streaming.update_files import write_update_file
 from strata.storage import UpdateLog, edge_updates, make_updates
-from tests.jobs.test_stream_ingest import GRAPH, SMALL
+from tests.jobs.test_stream_ingest import GRAPH, SMALL, stream_job
 from tests.operators.streaming_helpers import free_endpoint
 from tests.operators.test_streaming_ingest import served  # noqa: F401 (fixture)
 
@@ -337,7 +337,7 @@ def test_the_job_survives_garbage_and_applies_only_the_valid_updates(
     batches = list(stream.batches(600, 50))
     endpoint = free_endpoint()
     out = tmp_path / "emb.npy"
-    job = stream_ingest.build(
+    job = stream_job(
         endpoint=endpoint,
         log_dir=str(tmp_path / "log"),
         max_updates=600,
@@ -373,7 +373,7 @@ def test_the_job_survives_garbage_and_applies_only_the_valid_updates(
     assert counters["accepted_rows"] == 600
     clean = tmp_path / "clean.npy"  # the same updates, from a file: no endpoint
     execute(
-        stream_ingest.build(
+        stream_job(
             updates_file=str(write_update_file(batches, tmp_path / "valid.parquet")),
             embeddings_out=str(clean),
             **SMALL,
@@ -407,7 +407,7 @@ def test_a_failure_of_the_server_itself_is_answered_counted_and_logged(
 
 def test_a_batch_of_the_wrong_feature_width_is_refused_not_logged(tmp_path) -> None:
     endpoint = free_endpoint()
-    job = stream_ingest.build(
+    job = stream_job(
         endpoint=endpoint,
         log_dir=str(tmp_path / "log"),
         max_updates=1,
