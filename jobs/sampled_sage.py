@@ -33,14 +33,13 @@ References:
 from __future__ import annotations
 
 import tempfile
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from strata.engine import Pipeline, at_least, between
-from strata.operators.errors import OperatorError
 from strata.operators.io.datasets import community_dataset, save_dataset_dir
 from strata.operators.trainers import (
-    EvalMode,
     ModelConfig,
     SampledTrainer,
     SamplingConfig,
@@ -48,98 +47,142 @@ from strata.operators.trainers import (
 )
 from strata.operators.trainers.records import training_outputs
 
-STORES = ("memory", "arrow")
 
+@dataclass(frozen=True, slots=True)
+class CommunityGraphConfig:
+    """The generated planted-community graph (its seed is the training seed).
 
-def build(
-    num_nodes: int = 50_000,
-    num_classes: int = 8,
-    avg_degree: float = 10.0,
-    intra_fraction: float = 0.7,
-    num_features: int = 32,
-    noise: float = 1.0,
-    train_fraction: float = 0.5,
-    hidden: int = 64,
-    layers: int = 2,
-    fanouts: tuple[int, ...] = (10, 5),
-    batch_size: int = 1024,
-    dropout: float = 0.2,
-    lr: float = 0.01,
-    weight_decay: float = 0.0,
-    epochs: int = 5,
-    patience: int = 0,
-    seed: int = 0,
-    store: str = "memory",
-    data_dir: str | None = None,
-    eval_mode: str = "layerwise",
-    prefetch: int = 4,
-    device: str = "auto",
-    threads: int = 1,
-    checkpoint_dir: str | None = None,
-    resume: bool = False,
-) -> Pipeline:
-    if store not in STORES:
-        raise OperatorError.build(
-            "store", "sampled_sage", f"one of {list(STORES)}", repr(store)
+    Attributes:
+        num_nodes: vertices.
+        num_classes: communities (the labels).
+        avg_degree: mean in-degree.
+        intra_fraction: share of edges inside a community.
+        num_features: feature width.
+        noise: feature noise around the class centres (1: features alone are weak).
+        train_fraction: share of the nodes that train (10% validate, 20% test).
+    """
+
+    num_nodes: int = 50_000
+    num_classes: int = 8
+    avg_degree: float = 10.0
+    intra_fraction: float = 0.7
+    num_features: int = 32
+    noise: float = 1.0
+    train_fraction: float = 0.5
+
+    def __post_init__(self) -> None:
+        where = "CommunityGraphConfig"
+        at_least(
+            where,
+            1,
+            num_nodes=self.num_nodes,
+            num_classes=self.num_classes,
+            num_features=self.num_features,
         )
-    where = f"{__name__}.build"
-    at_least(
-        where,
-        1,
-        num_nodes=num_nodes,
-        num_classes=num_classes,
-        num_features=num_features,
+        at_least(where, 0, avg_degree=self.avg_degree, noise=self.noise)
+        between(
+            where,
+            0,
+            1,
+            intra_fraction=self.intra_fraction,
+            train_fraction=self.train_fraction,
+        )
+
+    def describe(self) -> str:
+        """One line for the summary."""
+        return (
+            f"sbm n={self.num_nodes} classes={self.num_classes} "
+            f"degree={self.avg_degree} intra={self.intra_fraction} "
+            f"features={self.num_features} noise={self.noise}"
+        )
+
+
+def _train_default() -> TrainConfig:
+    return TrainConfig(
+        ModelConfig("sage", hidden=64, num_layers=2, dropout=0.2),
+        lr=0.01,
+        weight_decay=0.0,
+        epochs=5,
+        patience=0,
+        seed=0,
+        device="auto",
+        threads=1,
     )
-    at_least(where, 0, avg_degree=avg_degree, noise=noise)
-    between(where, 0, 1, intra_fraction=intra_fraction, train_fraction=train_fraction)
-    config = TrainConfig(
-        ModelConfig("sage", hidden=hidden, num_layers=layers, dropout=dropout),
-        lr=lr,
-        weight_decay=weight_decay,
-        epochs=epochs,
-        patience=patience,
-        seed=seed,
-        device=device,
-        threads=threads,
-        checkpoint_dir=checkpoint_dir,
-        resume=resume,
-    )
-    sampling = SamplingConfig(
-        fanouts=fanouts,
-        batch_size=batch_size,
-        prefetch=prefetch,
-        eval_mode=EvalMode(eval_mode),
-    )
-    graph: dict[str, Any] = {
-        "num_nodes": num_nodes,
-        "num_classes": num_classes,
-        "avg_degree": avg_degree,
-        "intra_fraction": intra_fraction,
-        "num_features": num_features,
-        "noise": noise,
-        "train_fraction": train_fraction,
-        "seed": seed,
-    }
+
+
+@dataclass(frozen=True, slots=True)
+class SampledSageConfig:
+    """The job's parameters.
+
+    Attributes:
+        graph: the generated graph.
+        train: model, optimiser, epochs, seed, device, checkpoints.
+        sampling: fan-outs, batch size, prefetch depth, evaluation mode.
+        store: where the trainer reads features: in memory, or a memory-mapped
+            Arrow dataset directory.
+        data_dir: the Arrow dataset's directory (None: one under the system's
+            temporary directory, named by the graph's settings).
+    """
+
+    graph: CommunityGraphConfig = field(default_factory=CommunityGraphConfig)
+    train: TrainConfig = field(default_factory=_train_default)
+    sampling: SamplingConfig = field(default_factory=SamplingConfig)
+    store: Literal["memory", "arrow"] = "memory"
+    data_dir: Path | None = None
+
+
+#: The flat names of earlier versions.
+ALIASES = {
+    **{
+        name: f"graph.{name}"
+        for name in (
+            "num_nodes",
+            "num_classes",
+            "avg_degree",
+            "intra_fraction",
+            "num_features",
+            "noise",
+            "train_fraction",
+        )
+    },
+    "hidden": "train.model.hidden",
+    "layers": "train.model.num_layers",
+    "dropout": "train.model.dropout",
+    **{
+        name: f"train.{name}"
+        for name in ("lr", "weight_decay", "epochs", "patience", "seed", "device")
+    },
+    **{name: f"train.{name}" for name in ("threads", "checkpoint_dir", "resume")},
+    **{
+        name: f"sampling.{name}"
+        for name in ("fanouts", "batch_size", "eval_mode", "prefetch")
+    },
+}
+
+
+def build(config: SampledSageConfig) -> Pipeline:
+    """Generate the graph, train sampled GraphSAGE, summarise (module docs)."""
+    graph = {**asdict(config.graph), "seed": config.train.seed}
     p = Pipeline("sampled-sage")
     p.step("generate", community_dataset, **graph)
     source = "generate"
-    if store == "arrow":
-        directory = data_dir or _default_dir(graph)
+    if config.store == "arrow":
+        directory = str(config.data_dir) if config.data_dir else _default_dir(graph)
         p.step("save", save_dataset_dir, "generate", directory=directory)
         source = "save"
-    p.step("train", SampledTrainer(config, sampling), source)
+    p.step("train", SampledTrainer(config.train, config.sampling), source)
+    model, sampling = config.train.model, config.sampling
     extra = {
-        "graph": (
-            f"sbm n={num_nodes} classes={num_classes} degree={avg_degree} "
-            f"intra={intra_fraction} features={num_features} noise={noise}"
-        ),
-        "store": store,
+        "graph": config.graph.describe(),
+        "store": config.store,
         "settings": (
-            f"sage: {layers} layers, {hidden} hidden, fanouts {list(fanouts)}, "
-            f"batch {batch_size}, lr {lr}, dropout {dropout}, epochs {epochs}, "
-            f"eval {eval_mode}, seed {seed}"
+            f"sage: {model.num_layers} layers, {model.hidden} hidden, fanouts "
+            f"{list(sampling.fanouts)}, batch {sampling.batch_size}, lr "
+            f"{config.train.lr}, dropout {model.dropout}, epochs "
+            f"{config.train.epochs}, eval {sampling.eval_mode.value}, seed "
+            f"{config.train.seed}"
         ),
-        "chance": 1.0 / num_classes,
+        "chance": 1.0 / config.graph.num_classes,
     }
     p.step("summary", training_outputs, "train.result", "train.epochs", extra=extra)
     p.record("summary")

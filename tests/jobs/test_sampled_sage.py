@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from strata.engine import execute
+from strata.engine import Pipeline, execute
+from strata.engine.job import JobError, job_config
 from strata.jobs import sampled_sage
-from strata.operators.errors import OperatorError
 from strata.operators.trainers import TIMING_KEYS
 
 SMALL = {
@@ -23,14 +23,19 @@ SMALL = {
 }
 
 
+def sage_job(**params: object) -> Pipeline:
+    """The job built from flat parameters (its aliases), as ``--set`` would."""
+    return sampled_sage.build(job_config(sampled_sage, **params))
+
+
 def untimed(outputs: dict) -> dict:
     return {k: v for k, v in outputs.items() if k not in TIMING_KEYS}
 
 
 @pytest.mark.multiprocess
 def test_outputs_identical_on_both_executors_and_stores(tmp_path: Path) -> None:
-    local = execute(sampled_sage.build(**SMALL), "local").outputs
-    arrow = sampled_sage.build(**SMALL, store="arrow", data_dir=str(tmp_path / "ds"))
+    local = execute(sage_job(**SMALL), "local").outputs
+    arrow = sage_job(**SMALL, store="arrow", data_dir=str(tmp_path / "ds"))
     process = execute(arrow, "process").outputs
     assert process.pop("store") == "arrow"
     assert local.pop("store") == "memory"
@@ -40,12 +45,27 @@ def test_outputs_identical_on_both_executors_and_stores(tmp_path: Path) -> None:
 
 
 def test_accuracy_is_well_above_chance() -> None:
-    outputs = execute(sampled_sage.build(**{**SMALL, "epochs": 5})).outputs
+    outputs = execute(sage_job(**{**SMALL, "epochs": 5})).outputs
     assert outputs["chance"] == 0.25
     assert outputs["test_accuracy"] > 0.75
     assert outputs["epochs_run"] == 5
 
 
 def test_a_bad_store_is_a_clear_error() -> None:
-    with pytest.raises(OperatorError, match="store in sampled_sage: expected one of"):
-        sampled_sage.build(store="disk")
+    with pytest.raises(JobError, match=r"store.*memory.*arrow"):
+        sage_job(store="disk")
+
+
+def test_dotted_keys_equal_the_flat_aliases() -> None:
+    flat = job_config(sampled_sage, hidden=8, fanouts=(4, 2), epochs=1, seed=3)
+    dotted = job_config(
+        sampled_sage,
+        {
+            "train.model.hidden": 8,
+            "sampling.fanouts": (4, 2),
+            "train.epochs": 1,
+            "train.seed": 3,
+        },
+    )
+    assert flat == dotted
+    assert flat.sampling.fanouts == (4, 2)
