@@ -12,6 +12,7 @@ the epoch with the lowest validation loss (``patience=0`` trains all epochs)::
     strata run jobs/cora_gcn.py
     strata run jobs/cora_gcn.py --set train.lr=0.005 --set model=gat --set seed=3
     strata run jobs/cora_gcn.py --help        # every parameter, type and default
+    strata run jobs/cora_gcn.py --set output_dir=out   # predictions, embeddings, model
 
 ``train.model.name`` (aliases ``model``, ``model.kind``) picks a preset of the
 other settings (:data:`strata.operators.trainers.presets.PRESETS`: GAT as
@@ -40,6 +41,7 @@ from typing import Any, Literal
 
 from strata.engine import Pipeline
 from strata.operators.io.datasets import load_dataset
+from strata.operators.io.results import export_results
 from strata.operators.trainers import TrainConfig
 from strata.operators.trainers.presets import (
     describe_training,
@@ -60,6 +62,8 @@ class CoraGcnConfig:
         normalize_features: row-normalise the bag-of-words features.
         train: model, optimiser, epochs, early stopping, checkpoints.
         workers: 1 trains on one device; more train partition-parallel on a gang.
+        output_dir: write predictions.parquet, embeddings.parquet and the model
+            here (None: metrics only).
     """
 
     dataset: Literal["cora", "citeseer", "pubmed"] = "cora"
@@ -67,6 +71,7 @@ class CoraGcnConfig:
     normalize_features: bool = True
     train: TrainConfig = field(default_factory=lambda: preset_config(threads=1))
     workers: int = 1
+    output_dir: Path | None = None
 
 
 #: The flat names of earlier versions.
@@ -104,6 +109,17 @@ def build(config: CoraGcnConfig) -> Pipeline:
     }
     p.step("summary", training_outputs, "train.result", "train.epochs", extra=extra)
     p.record("summary")
+    if config.output_dir is not None:
+        p.step(
+            "export",
+            export_results,
+            "load",
+            "train.model",
+            train=config.train,
+            output_dir=str(config.output_dir),
+            normalize_features=config.normalize_features,
+        )
+        p.record("export")
     return p
 
 

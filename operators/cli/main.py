@@ -34,6 +34,11 @@ COMMANDS: list[Command] = [
         "strata.operators.cli.partition:PartitionCommand",
     ),
     LazyCommand(
+        "predict",
+        "run a saved model (a training job's output_dir/model) on a graph",
+        "strata.operators.cli.predict:PredictCommand",
+    ),
+    LazyCommand(
         "ingest",
         "send an update file (Parquet/CSV) to a streaming job's ingestion endpoint",
         "strata.operators.cli.ingest:IngestCommand",

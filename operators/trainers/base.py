@@ -13,7 +13,10 @@ A :class:`Trainer` is an :class:`~strata.engine.Operator` with two output ports:
   ``batches``, ``train_s``, ``eval_s`` and, for sampled training, ``sample_s``,
   ``gather_s`` and ``stall_s``;
 * ``result``: one :class:`~strata.operators.trainers.records.TrainResult` dict at
-  the end.
+  the end;
+* ``model``: the trained weights at the end (``{"state": {name: tensor}}``, the
+  weights the result was measured with), for steps that export predictions,
+  embeddings and the model (:mod:`strata.operators.io.results`).
 
 Its input is the training data (see
 :func:`~strata.operators.trainers.data.as_training_data`; usually the payload of a
@@ -147,11 +150,13 @@ class Trainer(Operator[Any, Any]):
     and may override :meth:`check` and :meth:`release`.
     """
 
-    ports = ("epochs", "result")
+    ports = ("epochs", "result", "model")
 
     def __init__(self, config: TrainConfig) -> None:
         self.config = config
         self._ctx: StepContext | None = None
+        #: The weights of the last run's result (set when a run ends).
+        self.trained_state: dict[str, torch.Tensor] | None = None
 
     # ----------------------------------------------------------- operator protocol
     def open(self, ctx: StepContext) -> None:
@@ -169,6 +174,7 @@ class Trainer(Operator[Any, Any]):
                 break
             yield Emit("epochs", record.to_dict())
         yield Emit("result", result.to_dict())
+        yield Emit("model", {"state": self.trained_state or {}})
 
     # ------------------------------------------------------------------ plain API
     def fit(
@@ -218,6 +224,9 @@ class Trainer(Operator[Any, Any]):
                 if config.restore_best and run.best_state is not None:
                     model.load_state_dict(run.best_state)
                 final = self.evaluate(model, SPLITS)
+                self.trained_state = {
+                    k: v.detach().cpu().clone() for k, v in model.state_dict().items()
+                }
             finally:
                 self.release()
             return run.result(final, config)

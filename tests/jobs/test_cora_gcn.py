@@ -80,7 +80,8 @@ def same_run(resumed: RunResult, straight: RunResult) -> None:
     assert outputs == expected  # loss_curve, best epoch, accuracies, ...
     train = resumed.report.steps["train"]
     reference = straight.report.steps["train"]
-    assert train.items_out == reference.items_out == expected["epochs_run"] + 1
+    # every epoch record, the result and the trained weights
+    assert train.items_out == reference.items_out == expected["epochs_run"] + 2
     for name in ("epochs", "seeds", "batches"):
         assert train.counters[name] == reference.counters[name]
 
@@ -155,7 +156,7 @@ def test_a_killed_cli_run_resumes_with_the_whole_history(tmp_path: Path) -> None
     expected["resumed_from"] = done
     assert untimed(resumed["outputs"]) == expected
     assert resumed["steps"]["train"]["counters"]["epochs"] == 40
-    assert resumed["steps"]["train"]["items_out"] == 41  # epochs and the result
+    assert resumed["steps"]["train"]["items_out"] == 42  # epochs, result, weights
 
 
 def test_model_presets_and_overrides() -> None:

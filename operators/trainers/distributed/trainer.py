@@ -173,7 +173,7 @@ class DistributedTrainer(Operator[Any, Any]):
         dist: the gang, the level-1 partition and the mode with its settings.
     """
 
-    ports = ("epochs", "result", "report")
+    ports = ("epochs", "result", "report", "model")
 
     def __init__(self, config: TrainConfig, dist: DistributedConfig) -> None:
         self.config = config
@@ -197,6 +197,7 @@ class DistributedTrainer(Operator[Any, Any]):
             yield Emit("epochs", record.to_dict())
         yield Emit("result", run.result.to_dict())
         yield Emit("report", run.report)
+        yield Emit("model", {"state": run.state})
 
     def fit(self, data: Any) -> DistributedResult:
         """Train outside (or inside) a pipeline; return records, result, weights."""
