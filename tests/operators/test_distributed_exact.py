@@ -84,22 +84,15 @@ def train_config(model: str, dropout: float = 0.5) -> TrainConfig:
     )
 
 
-class _KeepModel(FullGraphTrainer):
-    """Keeps its model, so the test can read the final weights."""
-
-    def prepare(self, data, model, device):  # type: ignore[no-untyped-def]
-        self.model = model
-        super().prepare(data, model, device)
-
-
 @functools.cache
 def oracle(graph: str, model: str, plain: bool = False) -> tuple[list[float], dict]:
     """Per-epoch losses and final weights of single-device training."""
     dropout = 0.0 if plain else 0.5
-    trainer = _KeepModel(train_config(model, dropout=dropout))
+    trainer = FullGraphTrainer(train_config(model, dropout=dropout))
     losses: list[float] = []
     trainer.fit(dataset(graph), on_epoch=lambda r: losses.append(r.loss))
-    return losses, {k: v.clone() for k, v in trainer.model.state_dict().items()}
+    assert trainer.trained_state is not None  # the final weights
+    return losses, trainer.trained_state
 
 
 def assert_matches(run: Any, expected: tuple[list[float], dict], label: str) -> None:

@@ -105,12 +105,6 @@ def config(dropout: float = 0.0, epochs: int = 10) -> TrainConfig:
     )
 
 
-class _KeepModel(FullGraphTrainer):
-    def prepare(self, data, model, device):  # type: ignore[no-untyped-def]
-        self.model = model
-        super().prepare(data, model, device)
-
-
 def test_trains_full_graph_on_cora() -> None:
     trainer = FullGraphTrainer(config(dropout=0.5, epochs=100))
     result = trainer.fit(cora())
@@ -119,10 +113,11 @@ def test_trains_full_graph_on_cora() -> None:
 
 @pytest.mark.multiprocess
 def test_a_two_worker_gang_equals_single_device_exact_and_hongtu() -> None:
-    oracle = _KeepModel(config())
+    oracle = FullGraphTrainer(config())
     losses: list[float] = []
     oracle.fit(cora(), on_epoch=lambda r: losses.append(r.loss))
-    state = oracle.model.state_dict()
+    state = oracle.trained_state
+    assert state is not None
     modes = [
         DistributedConfig(workers=2, timeout_s=600),
         DistributedConfig(workers=2, mode="hongtu", chunks=3, timeout_s=600),
