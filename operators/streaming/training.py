@@ -12,7 +12,6 @@ Models: ``sage`` (mean), ``sage-sum``, ``sage-max`` and ``gcn``, without dropout
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Any
 
 import numpy as np
 import torch
@@ -29,16 +28,6 @@ __all__ = ["MODELS", "TrainedSetup"]
 
 #: Streaming model names: the batch model and its aggregator.
 MODELS = {"sage": "mean", "sage-sum": "sum", "sage-max": "max", "gcn": None}
-
-
-class _KeepModel(FullGraphTrainer):
-    """A FullGraphTrainer that keeps the model it trained."""
-
-    model: BasicGNN | None = None
-
-    def prepare(self, data: Any, model: BasicGNN, device: torch.device) -> None:
-        self.model = model
-        super().prepare(data, model, device)
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,10 +113,11 @@ class TrainedSetup:
             "test_mask": np.zeros(n, bool),
         }
         data = replace(dataset, node_data=node, meta={"num_classes": classes})
-        trainer = _KeepModel(config)
+        trainer = FullGraphTrainer(config)
         trainer.fit(data)
-        assert trainer.model is not None  # prepare() ran
-        return trainer.model.eval()
+        trained = trainer.model  # the trainer keeps the model it trained
+        assert isinstance(trained, BasicGNN)
+        return trained.eval()
 
     def load(self) -> InitData:
         """Load the graph, train or load the model, and take it apart."""

@@ -55,15 +55,15 @@ import math
 import time
 from collections.abc import Callable, Generator, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any, Literal, NamedTuple
+from typing import Any, Literal
 
 import torch
 import torch._dynamo  # see below
 import torch.nn.functional as F
+from torch import nn
 
 from strata.engine import Emit, Operator, StepContext
 from strata.operators.errors import OperatorError
-from strata.operators.layers import BasicGNN
 from strata.operators.trainers.checkpoint import (
     checkpoint_path,
     load_checkpoint,
@@ -77,20 +77,21 @@ from strata.operators.trainers.config import (
     TrainConfig,
     resolve_device,
 )
-from strata.operators.trainers.data import SPLITS, TrainingData, as_training_data
+from strata.operators.trainers.data import (
+    FEATURES,
+    SPLITS,
+    TrainingData,
+    as_training_data,
+)
 from strata.operators.trainers.early_stopping import EarlyStopping
+from strata.operators.trainers.metrics import SplitMetrics as SplitMetrics
+from strata.operators.trainers.optim import make_optimizer, set_epoch_lr
 from strata.operators.trainers.records import EpochRecord, TrainResult
+from strata.operators.trainers.tasks import TaskState
 
 # torch.optim imports torch._dynamo at the first optimizer it builds, which takes
 # seconds. Importing it with this module moves that cost to import time, where the
 # process executor's fork server pays it once for all its workers.
-
-
-class SplitMetrics(NamedTuple):
-    """Loss and accuracy on one split (NaN when the split has no node)."""
-
-    loss: float
-    accuracy: float
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,19 +115,14 @@ def split_metrics(logits: torch.Tensor, y: torch.Tensor) -> SplitMetrics:
     return SplitMetrics(loss, accuracy)
 
 
-def build_optimizer(model: BasicGNN, config: TrainConfig) -> torch.optim.Adam:
-    """Adam with weight decay on every parameter or on the first layer only."""
-    if config.decay_scope is DecayScope.FIRST:
-        first = list(model.convs[0].parameters())
-        seen = {id(p) for p in first}
-        rest = [p for p in model.parameters() if id(p) not in seen]
-        groups = [
-            {"params": first, "weight_decay": config.weight_decay},
-            {"params": rest, "weight_decay": 0.0},
-        ]
-        return torch.optim.Adam(groups, lr=config.lr)
-    return torch.optim.Adam(
-        model.parameters(), lr=config.lr, weight_decay=config.weight_decay
+def build_optimizer(model: nn.Module, config: TrainConfig) -> torch.optim.Optimizer:
+    """The configured optimiser (:mod:`~strata.operators.trainers.optim`)."""
+    return make_optimizer(
+        model,
+        lr=config.lr,
+        weight_decay=config.weight_decay,
+        optimizer=config.optimizer,
+        first_only=config.decay_scope is DecayScope.FIRST,
     )
 
 
@@ -157,6 +153,9 @@ class Trainer(Operator[Any, Any]):
         self._ctx: StepContext | None = None
         #: The weights of the last run's result (set when a run ends).
         self.trained_state: dict[str, torch.Tensor] | None = None
+        #: The last run's trained model (the result's weights) and task state.
+        self.model: nn.Module | None = None
+        self.task_state: TaskState | None = None
 
     # ----------------------------------------------------------- operator protocol
     def open(self, ctx: StepContext) -> None:
@@ -190,6 +189,29 @@ class Trainer(Operator[Any, Any]):
             if on_epoch is not None:
                 on_epoch(record)
 
+    @torch.no_grad()
+    def predict(self, data: Any) -> torch.Tensor:
+        """The trained model's predictions for every node of ``data``.
+
+        One full-graph forward pass in evaluation mode over the task's graph (link
+        prediction: the training edges of the same seeded split), turned into the
+        task's predictions (classes, values, or node embeddings).
+
+        Raises:
+            OperatorError: before a run has trained a model.
+        """
+        if self.model is None:
+            raise OperatorError.build(
+                "predict", self.where, "a trained model", "none", "call fit first"
+            )
+        config = self.config
+        data = as_training_data(data, self.where, config.task.targets)
+        task = config.task.setup(data, seed=config.seed, where=self.where)
+        device = next(self.model.parameters()).device
+        x = data.features.get(FEATURES).to(device=device, dtype=torch.float32)
+        self.model.eval()
+        return task.predict(self.model(task.graph, x.reshape(x.shape[0], -1)))
+
     @property
     def where(self) -> str:
         """The trainer's name in error messages."""
@@ -199,13 +221,16 @@ class Trainer(Operator[Any, Any]):
     def session(self, data: Any) -> Generator[EpochRecord, None, TrainResult]:
         """The whole run as a generator of epoch records returning the result."""
         config = self.config
-        data = as_training_data(data, self.where)
+        data = as_training_data(data, self.where, config.task.targets)
         self.check(data)
+        task = config.task.setup(data, seed=config.seed, where=self.where)
+        self.task_state = task
         device = resolve_device(config.device)
         devices = [device] if device.type == "cuda" else []
         with torch.random.fork_rng(devices=devices), _threads(config.threads):
             torch.manual_seed(config.seed)
-            model = config.model.build(data.num_features, data.num_classes).to(device)
+            width = task.out_channels
+            model = config.model.build_module(data.num_features, width).to(device)
             optimizer = build_optimizer(model, config)
             mode: Literal["min", "max"] = (
                 "min" if config.monitor is Monitor.VAL_LOSS else "max"
@@ -227,6 +252,7 @@ class Trainer(Operator[Any, Any]):
                 self.trained_state = {
                     k: v.detach().cpu().clone() for k, v in model.state_dict().items()
                 }
+                self.model = model
             finally:
                 self.release()
             return run.result(final, config)
@@ -242,6 +268,9 @@ class Trainer(Operator[Any, Any]):
             if run.stopper.should_stop:
                 break  # a resumed run that had already stopped
             start = time.perf_counter()
+            set_epoch_lr(
+                run.optimizer, config.lr, config.schedule, epoch, config.epochs
+            )
             stats = self.train_epoch(run.model, run.optimizer, epoch)
             eval_start = time.perf_counter()
             metrics = self.evaluate(run.model, ("train", "val"))
@@ -293,21 +322,25 @@ class Trainer(Operator[Any, Any]):
         """Check trainer-specific settings against the data (before any work)."""
 
     def prepare(
-        self, data: TrainingData, model: BasicGNN, device: torch.device
+        self, data: TrainingData, model: nn.Module, device: torch.device
     ) -> None:
-        """Move data to ``device`` and build what the epochs need."""
+        """Move data to ``device`` and build what the epochs need.
+
+        :attr:`task_state` holds the task bound to ``data`` (its graph, batches,
+        loss and metrics).
+        """
         raise NotImplementedError
 
     def train_epoch(
-        self, model: BasicGNN, optimizer: torch.optim.Optimizer, epoch: int
+        self, model: nn.Module, optimizer: torch.optim.Optimizer, epoch: int
     ) -> EpochStats:
         """Run one epoch of optimiser steps."""
         raise NotImplementedError
 
     def evaluate(
-        self, model: BasicGNN, splits: tuple[str, ...]
+        self, model: nn.Module, splits: tuple[str, ...]
     ) -> Mapping[str, SplitMetrics]:
-        """Loss and accuracy of ``model`` (in eval mode) on each of ``splits``."""
+        """Loss and score of ``model`` (in eval mode) on each of ``splits``."""
         raise NotImplementedError
 
     def release(self) -> None:
@@ -318,7 +351,7 @@ class _RunState:
     """The mutable state of one run: what a checkpoint saves and restores."""
 
     def __init__(
-        self, model: BasicGNN, optimizer: torch.optim.Optimizer, stopper: EarlyStopping
+        self, model: nn.Module, optimizer: torch.optim.Optimizer, stopper: EarlyStopping
     ) -> None:
         self.model = model
         self.optimizer = optimizer
@@ -387,4 +420,9 @@ class _RunState:
             final_loss=self.history[-1].loss if self.history else math.nan,
             train_s=train_s,
             seeds_per_s=seeds / busy if busy > 0 else 0.0,
+            metrics={
+                f"{split}_{name}": value
+                for split in ("val", "test")
+                for name, value in final[split].scores.items()
+            },
         )

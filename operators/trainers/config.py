@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import torch
@@ -44,6 +44,8 @@ from torch import nn
 
 from strata.operators.errors import OperatorError, as_enum, check
 from strata.operators.layers import MODELS, BasicGNN, LayerStack
+from strata.operators.trainers.optim import Adam, Constant, Optimizer, Schedule
+from strata.operators.trainers.tasks import NodeClassification, Task
 
 #: Activations a model may use between layers.
 ACTIVATIONS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
@@ -86,6 +88,10 @@ class ModelConfig:
             :class:`~strata.operators.layers.MessagePassing` subclass): the model
             stacks it (:class:`~strata.operators.layers.LayerStack`) and ``name``
             is only its label.
+        module: a user's whole model, ``module(in_channels, out_channels)``
+            returning any ``nn.Module`` with ``forward(graph, x)`` (a PyG model
+            through :class:`~strata.operators.layers.pyg_adapter.PyGAdapter`);
+            ``name`` is only its label and the sizes above are unused.
     """
 
     name: str = "gcn"
@@ -98,11 +104,12 @@ class ModelConfig:
     attention_dropout: float = 0.0
     aggr: str = "mean"
     layer: Callable[[int, int], nn.Module] | None = None
+    module: Callable[[int, int], nn.Module] | None = None
 
     def __post_init__(self) -> None:
         where = "ModelConfig"
         check(
-            self.layer is not None or self.name in MODELS,
+            self.layer is not None or self.module is not None or self.name in MODELS,
             "name",
             where,
             f"one of {sorted(MODELS)} (or a layer)",
@@ -123,8 +130,27 @@ class ModelConfig:
         check(self.heads >= 1, "heads", where, "heads >= 1", self.heads)
         check(self.output_heads >= 1, "output_heads", where, ">= 1", self.output_heads)
 
+    def build_module(self, in_channels: int, out_channels: int) -> nn.Module:
+        """Build the model, a user's ``module`` included (torch's current RNG)."""
+        if self.module is not None:
+            return self.module(in_channels, out_channels)
+        return self.build(in_channels, out_channels)
+
     def build(self, in_channels: int, out_channels: int) -> BasicGNN:
-        """Build the model (parameters drawn from torch's current RNG)."""
+        """Build a layer stack (parameters drawn from torch's current RNG).
+
+        Raises:
+            OperatorError: for a user's ``module`` (use :meth:`build_module`).
+        """
+        if self.module is not None:
+            raise OperatorError.build(
+                "module",
+                "ModelConfig.build",
+                "a layer stack (name or layer)",
+                f"a user's module {_import_path(self.module)}",
+                "this step trains layer stacks only; train a user's module with "
+                "FullGraphTrainer or SampledTrainer",
+            )
         if self.layer is not None:
             return LayerStack(
                 in_channels,
@@ -157,12 +183,12 @@ class ModelConfig:
 
 @dataclass(frozen=True, slots=True)
 class TrainConfig:
-    """One training run: model, optimiser (Adam), epochs, early stopping, checkpoints.
+    """One training run: model, task, optimiser, epochs, early stopping, checkpoints.
 
     Attributes:
         model: the model to train.
-        lr: Adam's learning rate.
-        weight_decay: L2 penalty (Adam's ``weight_decay``).
+        lr: the (initial) learning rate.
+        weight_decay: weight decay (L2 for Adam and SGD, decoupled for AdamW).
         decay_scope: which parameters ``weight_decay`` applies to.
         epochs: the most epochs to run (a resumed run counts the epochs already
             done).
@@ -177,6 +203,12 @@ class TrainConfig:
         checkpoint_dir: where to write checkpoints (None: no checkpoints).
         checkpoint_every: write one every this many epochs (and at the end).
         resume: continue from the checkpoint in ``checkpoint_dir`` if there is one.
+        task: what to learn: node classification (default), node regression or
+            link prediction (:mod:`strata.operators.trainers.tasks`).
+        optimizer: Adam (default), AdamW or SGD, with their settings.
+        schedule: the learning-rate schedule (constant, step decay, cosine).
+        clip_grad_norm: clip the gradients' total 2-norm to this (None: no
+            clipping).
     """
 
     model: ModelConfig = ModelConfig()
@@ -193,9 +225,21 @@ class TrainConfig:
     checkpoint_dir: str | None = None
     checkpoint_every: int = 10
     resume: bool = False
+    task: Task = field(default_factory=NodeClassification)
+    optimizer: Optimizer = field(default_factory=Adam)
+    schedule: Schedule = field(default_factory=Constant)
+    clip_grad_norm: float | None = None
 
     def __post_init__(self) -> None:
         where = "TrainConfig"
+        if self.clip_grad_norm is not None:
+            check(
+                self.clip_grad_norm > 0,
+                "clip_grad_norm",
+                where,
+                "clip_grad_norm > 0 (or None)",
+                self.clip_grad_norm,
+            )
         object.__setattr__(
             self, "monitor", as_enum(Monitor, self.monitor, "monitor", where)
         )
@@ -240,11 +284,22 @@ class TrainConfig:
             data.pop(name)
         data["monitor"] = self.monitor.value
         data["decay_scope"] = self.decay_scope.value
-        layer = self.model.layer
-        if layer is not None:  # a user's layer, named by its import path
-            name = getattr(layer, "__qualname__", type(layer).__qualname__)
-            data["model"]["layer"] = f"{layer.__module__}:{name}"
+        for name in ("layer", "module"):  # a user's code, by its import path
+            value = getattr(self.model, name)
+            if value is not None:
+                data["model"][name] = _import_path(value)
+        if self.task.loss is not None:
+            data["task"]["loss"] = _import_path(self.task.loss)
+        data["task"]["kind"] = type(self.task).__name__
+        data["optimizer"]["kind"] = type(self.optimizer).__name__
+        data["schedule"]["kind"] = type(self.schedule).__name__
         return data
+
+
+def _import_path(value: Any) -> str:
+    """``module:qualname`` of a function or class (of an instance, its class)."""
+    name = getattr(value, "__qualname__", type(value).__qualname__)
+    return f"{value.__module__}:{name}"
 
 
 def resolve_device(name: str) -> torch.device:

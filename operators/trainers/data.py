@@ -22,6 +22,7 @@ Examples:
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -41,6 +42,15 @@ from strata.storage import (
     Key,
     open_dataset,
 )
+
+
+class Targets(enum.Enum):
+    """What a task needs of the data's ``y`` (checked before training)."""
+
+    CLASSES = "classes"  # integer labels in [0, num_classes) on the split masks
+    VALUES = "values"  # float values, one row per node, and the split masks
+    NONE = "none"  # features only, no labels or node masks (link prediction)
+
 
 #: Where node features live in a trainer's feature store.
 FEATURES = Key("node", "x")
@@ -87,8 +97,12 @@ class TrainingData:
         """Sorted int64 ids of the nodes in ``split``'s mask."""
         return torch.nonzero(self.masks[split]).flatten()
 
-    def validate(self, where: str) -> None:
+    def validate(self, where: str, labels: Targets = Targets.CLASSES) -> None:
         """Check sizes, labels and masks.
+
+        Args:
+            where: the caller, for error messages.
+            labels: what ``y`` must hold (:class:`Targets`).
 
         Raises:
             OperatorError: naming the first problem (see the module docstring).
@@ -111,7 +125,17 @@ class TrainingData:
                 f"{rows} rows",
                 "the features and the graph come from different datasets?",
             )
-        if self.y.dim() != 1 or self.y.shape[0] != n or self.y.is_floating_point():
+        if labels is Targets.NONE:
+            return
+        if labels is Targets.VALUES:
+            if self.y.dim() not in (1, 2) or self.y.shape[0] != n:
+                raise OperatorError.build(
+                    "y",
+                    where,
+                    f"{n} values or rows of values (one per node)",
+                    f"{self.y.dtype} of shape {tuple(self.y.shape)}",
+                )
+        elif self.y.dim() != 1 or self.y.shape[0] != n or self.y.is_floating_point():
             raise OperatorError.build(
                 "y",
                 where,
@@ -133,7 +157,8 @@ class TrainingData:
                 "an empty mask",
                 "the split selects no node; check the dataset's train_mask",
             )
-        self._check_labels(where)
+        if labels is Targets.CLASSES:
+            self._check_labels(where)
 
     def _check_labels(self, where: str) -> None:
         labelled = self.masks["train"] | self.masks["val"] | self.masks["test"]
@@ -189,13 +214,16 @@ def _as_float(x: np.ndarray) -> np.ndarray:
     return x.astype(np.float32)
 
 
-def as_training_data(item: Any, where: str) -> TrainingData:
+def as_training_data(
+    item: Any, where: str, labels: Targets = Targets.CLASSES
+) -> TrainingData:
     """Turn what a trainer step receives into validated :class:`TrainingData`.
 
     Args:
         item: ``TrainingData``, ``GraphDataset``, a dataset payload (a mapping), or
             a dataset directory path (``str`` or ``Path``).
         where: the caller, for error messages.
+        labels: what ``y`` must hold (see :meth:`TrainingData.validate`).
 
     Raises:
         OperatorError: on anything else, or on data that fails
@@ -216,5 +244,5 @@ def as_training_data(item: Any, where: str) -> TrainingData:
             "TrainingData, a GraphDataset, a dataset payload or a dataset directory",
             type(item).__qualname__,
         )
-    data.validate(where)
+    data.validate(where, labels)
     return data

@@ -32,18 +32,16 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 import torch
-import torch.nn.functional as F
+from torch import nn
 
 from strata.operators.kernels import DeviceGraph, as_device_graph
 from strata.operators.layers import BasicGNN
-from strata.operators.trainers.base import (
-    EpochStats,
-    SplitMetrics,
-    Trainer,
-    split_metrics,
-)
-from strata.operators.trainers.data import FEATURES, SPLITS, TrainingData
+from strata.operators.trainers.base import EpochStats, Trainer
+from strata.operators.trainers.data import FEATURES, TrainingData
 from strata.operators.trainers.dropout import counter_dropout
+from strata.operators.trainers.metrics import SplitMetrics
+from strata.operators.trainers.optim import clip_gradients
+from strata.operators.trainers.tasks import TaskState
 
 __all__ = ["FullGraphTrainer"]
 
@@ -56,35 +54,41 @@ class FullGraphTrainer(Trainer):
     """
 
     def prepare(
-        self, data: TrainingData, model: BasicGNN, device: torch.device
+        self, data: TrainingData, model: nn.Module, device: torch.device
     ) -> None:
-        """Put the graph, all features, labels and split ids on ``device``."""
-        self._graph: DeviceGraph = as_device_graph(data.graph, device)
+        """Put the task's graph, all features and the task's targets on ``device``."""
+        assert self.task_state is not None
+        self._task: TaskState = self.task_state.to(device)
+        self._graph: DeviceGraph = as_device_graph(self._task.graph, device)
         x = data.features.get(FEATURES)
         self._x = x.to(device=device, dtype=torch.float32).reshape(x.shape[0], -1)
-        self._y = data.y.to(device)
         self._node_ids = torch.arange(self._x.shape[0], device=device)
-        self._ids = {split: data.ids(split).to(device) for split in SPLITS}
 
     def train_epoch(
-        self, model: BasicGNN, optimizer: torch.optim.Optimizer, epoch: int
+        self, model: nn.Module, optimizer: torch.optim.Optimizer, epoch: int
     ) -> EpochStats:
-        """One Adam step on the training nodes' cross-entropy."""
+        """One optimiser step on the task's loss over every training example."""
         model.train()
         optimizer.zero_grad(set_to_none=True)
-        ids = self._ids["train"]
+        batch = self._task.full_batch(epoch)
         out = self.train_forward(model, epoch)
-        loss = F.cross_entropy(out[ids], self._y[ids])
+        rows = out if batch.nodes is None else out[batch.nodes]
+        loss = self._task.loss(rows, batch)
         loss.backward()
+        clip_gradients(model.parameters(), self.config.clip_grad_norm)
         optimizer.step()
-        return EpochStats(loss=loss.item(), seeds=int(ids.numel()))
+        return EpochStats(loss=loss.item(), seeds=batch.size)
 
-    def train_forward(self, model: BasicGNN, epoch: int) -> torch.Tensor:
-        """Logits of every node in training mode, with counter-based dropout.
+    def train_forward(self, model: nn.Module, epoch: int) -> torch.Tensor:
+        """Outputs of every node in training mode.
 
-        ``model``'s own layer loop, with the counter-based masks in place of
-        ``F.dropout`` before every layer (the loop a gang's workers run too).
+        For a layer stack (:class:`~strata.operators.layers.BasicGNN`),
+        ``model``'s own layer loop with the counter-based masks in place of
+        ``F.dropout`` before every layer (the loop a gang's workers run too); any
+        other module runs its own ``forward(graph, x)``.
         """
+        if not isinstance(model, BasicGNN):
+            return model(self._graph, self._x)
         x = self._x
         for i, conv in enumerate(model.convs):
             x = counter_dropout(
@@ -102,20 +106,16 @@ class FullGraphTrainer(Trainer):
 
     @torch.no_grad()
     def evaluate(
-        self, model: BasicGNN, splits: tuple[str, ...]
+        self, model: nn.Module, splits: tuple[str, ...]
     ) -> Mapping[str, SplitMetrics]:
-        """One forward pass in eval mode; metrics on each split's nodes."""
+        """One forward pass in eval mode; the task's metrics on each split."""
         model.eval()
         out = model(self._graph, self._x)
-        return {
-            split: split_metrics(out[self._ids[split]], self._y[self._ids[split]])
-            for split in splits
-        }
+        return {split: self._task.metrics(out, split) for split in splits}
 
     def release(self) -> None:
         """Drop the device tensors."""
-        self._graph = self._x = self._y = self._node_ids = None  # type: ignore[assignment]
-        self._ids = {}
+        self._graph = self._x = self._node_ids = None  # type: ignore[assignment]
 
     def __repr__(self) -> str:
         model = self.config.model

@@ -16,7 +16,7 @@ Examples:
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 #: Keys whose values are wall-clock measurements (they differ from run to run).
@@ -96,6 +96,10 @@ class TrainResult:
         train_s: wall-clock seconds of every epoch (a resumed run's include the
             epochs before the resume, as their records measured them).
         seeds_per_s: training nodes per second over every epoch's training.
+        metrics: the task's named scores of the final weights, as
+            ``val_<name>`` and ``test_<name>`` (link prediction: ``test_auc``,
+            ``test_mrr``, ``test_hits@20``; regression: ``test_mse``, ...);
+            :meth:`to_dict` puts them beside the other fields.
     """
 
     epochs_run: int
@@ -110,10 +114,13 @@ class TrainResult:
     final_loss: float
     train_s: float
     seeds_per_s: float
+    metrics: dict[str, float] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
-        """The result as a dict of JSON scalars."""
-        return asdict(self)
+        """The result as a dict of JSON scalars (``metrics`` flattened into it)."""
+        data = asdict(self)
+        data.update(data.pop("metrics"))
+        return data
 
 
 def training_outputs(

@@ -36,16 +36,17 @@ Examples:
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 import math
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
 import numpy as np
 import torch
-import torch.nn.functional as F
+from torch import nn
 
 from strata.operators.errors import OperatorError
 from strata.operators.layers import BasicGNN
@@ -55,18 +56,21 @@ from strata.operators.samplers import (
     SamplerConfig,
     check_fanouts,
 )
-from strata.operators.trainers.base import (
-    EpochStats,
-    SplitMetrics,
-    Trainer,
-    split_metrics,
-)
+from strata.operators.trainers.base import EpochStats, Trainer
 from strata.operators.trainers.config import TrainConfig
 from strata.operators.trainers.data import FEATURES, TrainingData
 from strata.operators.trainers.inference import layerwise_inference
+from strata.operators.trainers.metrics import SplitMetrics
+from strata.operators.trainers.optim import clip_gradients
 from strata.operators.trainers.prefetch import Prefetcher, epoch_order
+from strata.operators.trainers.tasks import TaskBatch, TaskState
+from strata.storage import CSRGraph
+from strata.storage.csr import DuplicatePolicy
 
 __all__ = ["EvalMode", "SampledTrainer", "SamplingConfig"]
+
+#: The task batch of an evaluation batch (no loss is computed).
+_NO_BATCH = TaskBatch(None, torch.empty(0))
 
 #: Epoch number of the sampler key used by sampled evaluation (never a training
 #: epoch), so evaluation draws the same neighbourhoods every time.
@@ -120,13 +124,40 @@ class SamplingConfig:
 
 
 class Batch(NamedTuple):
-    """One prepared mini-batch: blocks, input rows, seed labels, and its costs."""
+    """One prepared mini-batch: blocks, input rows, the task's batch, its costs.
+
+    ``graph`` is the union of the blocks as one subgraph (see :func:`subgraph`),
+    built only for a model that is not a layer stack.
+    """
 
     blocks: list[Block]
     x: torch.Tensor
-    y: torch.Tensor
+    task: TaskBatch
     sample_s: float
     gather_s: float
+    graph: CSRGraph | None = None
+
+
+def subgraph(blocks: Sequence[Block]) -> CSRGraph:
+    """Every sampled edge of ``blocks`` as one graph over ``blocks[0]``'s sources.
+
+    A block's local ids index a prefix of ``blocks[0].src_global_ids`` (each
+    block's sources begin with its destinations, which are the next block's
+    sources), so the union is a graph on those nodes whose first ``num_dst``
+    nodes of the last block are the seeds: what PyG's ``NeighborLoader`` hands a
+    model with ``forward(graph, x)``.
+    """
+    src, dst = [], []
+    for block in blocks:
+        counts = np.diff(block.indptr)
+        dst.append(np.repeat(np.arange(block.num_dst, dtype=np.int64), counts))
+        src.append(block.indices.astype(np.int64, copy=False))
+    return CSRGraph.from_edges(
+        np.concatenate(src),
+        np.concatenate(dst),
+        blocks[0].num_src,
+        duplicates=DuplicatePolicy.REMOVE,
+    )
 
 
 class SampledTrainer(Trainer):
@@ -145,35 +176,51 @@ class SampledTrainer(Trainer):
         self._next: tuple[int, Prefetcher[Batch]] | None = None
 
     def check(self, data: TrainingData) -> None:
-        """Fail early unless there is one fan-out per model layer."""
+        """Fail early unless there is one fan-out per layer of a layer stack."""
+        if self.config.model.module is not None:
+            return  # a user's module: the fan-outs give the subgraph's hops
         sampler = SamplerConfig(self.sampling.fanouts, self.sampling.replace)
         check_fanouts(sampler, self.config.model.num_layers, self.where)
 
     def prepare(
-        self, data: TrainingData, model: BasicGNN, device: torch.device
+        self, data: TrainingData, model: nn.Module, device: torch.device
     ) -> None:
-        """Build the sampler; keep the labels and training ids on the CPU."""
+        """Build the sampler on the task's graph; keep the task's data on the CPU."""
+        assert self.task_state is not None
         sampling = self.sampling
+        self._task: TaskState = self.task_state
         self._data = data
         self._device = device
         self._pin = device.type == "cuda"
+        self._stack = isinstance(model, BasicGNN)
         config = SamplerConfig(sampling.fanouts, sampling.replace)
-        self._sampler = NeighborSampler(data.graph, config, seed=self.config.seed)
-        self._train_ids = data.train_ids.numpy()
+        graph = self._task.graph
+        self._sampler = NeighborSampler(graph, config, seed=self.config.seed)
+        self._train_ids = self._task.train_examples()
         self._num_batches = math.ceil(len(self._train_ids) / sampling.batch_size)
 
     # ------------------------------------------------------------------ batches
     def _produce(self, epoch: int, order: np.ndarray, index: int) -> Batch:
         size = self.sampling.batch_size
-        seeds = order[index * size : (index + 1) * size]
+        examples = order[index * size : (index + 1) * size]
         start = time.perf_counter()
-        blocks = self._sampler.sample(seeds, epoch, index)
+        task = self._task.batch(examples, epoch, index)
+        assert task.nodes is not None
+        blocks = self._sampler.sample(task.nodes.numpy(), epoch, index)
+        graph = None if self._stack else subgraph(blocks)
         sampled = time.perf_counter()
         x = self._data.features.get(
             FEATURES, blocks[0].src_global_ids, pin_memory=self._pin
         )
-        y = self._data.y[torch.from_numpy(seeds)]
-        return Batch(blocks, x, y, sampled - start, time.perf_counter() - sampled)
+        gathered = time.perf_counter()
+        return Batch(blocks, x, task, sampled - start, gathered - sampled, graph)
+
+    def _forward(self, model: nn.Module, batch: Batch, x: torch.Tensor) -> torch.Tensor:
+        """The seeds' outputs: by blocks for a layer stack, else on the subgraph."""
+        x = x.reshape(x.shape[0], -1)
+        if batch.graph is None:
+            return model(batch.blocks, x)
+        return model(batch.graph, x)[: batch.blocks[-1].num_dst]
 
     def _prefetcher(self, epoch: int) -> Prefetcher[Batch]:
         order = epoch_order(self._train_ids, self.config.seed, epoch)
@@ -185,9 +232,9 @@ class SampledTrainer(Trainer):
         return Prefetcher(produce, self._num_batches, depth, f"prefetch-e{epoch}")
 
     def train_epoch(
-        self, model: BasicGNN, optimizer: torch.optim.Optimizer, epoch: int
+        self, model: nn.Module, optimizer: torch.optim.Optimizer, epoch: int
     ) -> EpochStats:
-        """One pass over the shuffled training nodes, one Adam step per batch."""
+        """One pass over the shuffled training examples, one step per batch."""
         if self._next is not None and self._next[0] == epoch:
             prefetcher = self._next[1]
         else:
@@ -202,14 +249,15 @@ class SampledTrainer(Trainer):
                 if index == self._num_batches - 1 and epoch + 1 < self.config.epochs:
                     self._next = (epoch + 1, self._prefetcher(epoch + 1).start())
                 x = batch.x.to(device, torch.float32, non_blocking=self._pin)
-                y = batch.y.to(device, non_blocking=self._pin)
+                task = self._to_device(batch.task)
                 optimizer.zero_grad(set_to_none=True)
-                out = model(batch.blocks, x.reshape(x.shape[0], -1))
-                loss = F.cross_entropy(out, y)
+                out = self._forward(model, batch, x)
+                loss = self._task.loss(out, task)
                 loss.backward()
+                clip_gradients(model.parameters(), self.config.clip_grad_norm)
                 optimizer.step()
-                loss_sum += loss.detach().double() * y.numel()
-                seeds += y.numel()
+                loss_sum += loss.detach().double() * task.size
+                seeds += task.size
                 sample_s += batch.sample_s
                 gather_s += batch.gather_s
         return EpochStats(
@@ -221,42 +269,58 @@ class SampledTrainer(Trainer):
             stall_s=prefetcher.stall_s,
         )
 
+    def _to_device(self, task: TaskBatch) -> TaskBatch:
+        pin, device = self._pin, self._device
+        target = task.target.to(device, non_blocking=pin)
+        pairs = None if task.pairs is None else task.pairs.to(device)
+        return dataclasses.replace(task, target=target, pairs=pairs)
+
     # --------------------------------------------------------------- evaluation
     @torch.no_grad()
     def evaluate(
-        self, model: BasicGNN, splits: tuple[str, ...]
+        self, model: nn.Module, splits: tuple[str, ...]
     ) -> Mapping[str, SplitMetrics]:
-        """Metrics on each split, by layer-wise or sampled inference."""
+        """Metrics on each split, by layer-wise or sampled inference.
+
+        A model that is not a layer stack is evaluated by one full-graph forward
+        pass in ``LAYERWISE`` mode.
+        """
         model.eval()
         data = self._data
-        if self.sampling.eval_mode is EvalMode.LAYERWISE:
-            logits = layerwise_inference(
-                model,
-                data.graph,
+        graph = self._task.graph
+        if self.sampling.eval_mode is EvalMode.SAMPLED:
+            return {split: self._sampled_metrics(model, split) for split in splits}
+        if self._stack:
+            out = layerwise_inference(
+                model,  # type: ignore[arg-type]
+                graph,
                 data.features,
                 FEATURES,
                 batch_size=self.sampling.eval_batch_size,
                 device=self._device,
             )
-            return {
-                split: split_metrics(logits[ids], data.y[ids])
-                for split in splits
-                for ids in [data.ids(split)]
-            }
-        return {split: self._sampled_metrics(model, split) for split in splits}
+        else:
+            x = data.features.get(FEATURES).to(self._device, torch.float32)
+            out = model(graph, x.reshape(x.shape[0], -1)).cpu()
+        return {split: self._task.metrics(out, split) for split in splits}
 
-    def _sampled_metrics(self, model: BasicGNN, split: str) -> SplitMetrics:
-        ids = self._data.ids(split).numpy()
+    def _sampled_metrics(self, model: nn.Module, split: str) -> SplitMetrics:
+        ids = self._task.eval_nodes(split).numpy()
         size = self.sampling.eval_batch_size
-        logits = []
+        out: torch.Tensor | None = None
         for index, start in enumerate(range(0, len(ids), size)):
             seeds = ids[start : start + size]
             blocks = self._sampler.sample(seeds, _EVAL_EPOCH, index)
             x = self._data.features.get(FEATURES, blocks[0].src_global_ids)
-            x = x.to(self._device, torch.float32).reshape(x.shape[0], -1)
-            logits.append(model(blocks, x).cpu())
-        out = torch.cat(logits) if logits else torch.empty(0, 0)
-        return split_metrics(out, self._data.y[torch.from_numpy(ids)])
+            x = x.to(self._device, torch.float32)
+            graph = None if self._stack else subgraph(blocks)
+            rows = self._forward(model, Batch(blocks, x, _NO_BATCH, 0, 0, graph), x)
+            if out is None:
+                out = torch.zeros(self._task.graph.num_nodes, rows.shape[1])
+            out[torch.from_numpy(seeds)] = rows.cpu()
+        if out is None:
+            out = torch.zeros(self._task.graph.num_nodes, 1)
+        return self._task.metrics(out, split)
 
     def release(self) -> None:
         """Stop a prefetcher started for an epoch that will not run."""

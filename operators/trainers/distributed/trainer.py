@@ -60,7 +60,7 @@ import torch
 
 from strata.engine import Emit, Operator, StepContext
 from strata.engine.gang import GangContext, GangSpec, SharedTensors, gang_step
-from strata.operators.errors import OperatorError
+from strata.operators.errors import OperatorError, check
 from strata.operators.layers import BasicGNN
 from strata.operators.trainers.config import TrainConfig
 from strata.operators.trainers.data import (
@@ -99,6 +99,7 @@ from strata.operators.trainers.distributed.partition_parallel import (
 )
 from strata.operators.trainers.distributed.programs import program_for
 from strata.operators.trainers.records import EpochRecord, TrainResult
+from strata.operators.trainers.tasks import NodeClassification, check_task_support
 from strata.partition import (
     MultilevelPartitioner,
     Partition,
@@ -176,6 +177,16 @@ class DistributedTrainer(Operator[Any, Any]):
     ports = ("epochs", "result", "report", "model")
 
     def __init__(self, config: TrainConfig, dist: DistributedConfig) -> None:
+        where = type(self).__name__
+        check_task_support(config.task, (NodeClassification,), where)
+        check(
+            config.model.module is None,
+            "model.module",
+            where,
+            "a layer stack (model.name or model.layer)",
+            "a user's module",
+            "train a user's module with FullGraphTrainer or SampledTrainer",
+        )
         self.config = config
         self.dist = dist
         self._ctx: StepContext | None = None
