@@ -8,7 +8,12 @@ Syntax (``KIND:key=value,...``, values are ints, floats or ``true``/``false``)::
     sbm:n=10000,blocks=8,degree=10,intra=0.8,seed=0
     rgg:n=100000,radius=0.005,seed=0
     path/to/dataset_dir                 a directory with manifest.json (memory-mapped)
+    path/to/graph_folder                a folder with edges.parquet [+ nodes.parquet]
     path/to/edges.csv                   an edge list (csv, tsv, txt/snap, parquet)
+    path/to/graph.graph, path/to/m.mtx  METIS and MatrixMarket files
+
+Files and folders load with ids mapped to ``0..n-1`` and the original ids in
+``node_data['node_ids']`` (see :mod:`strata.storage.loaders.edgelist`).
 
 Generator keys and defaults:
 
@@ -55,6 +60,7 @@ from strata.storage.generators import (
     split_masks,
 )
 from strata.storage.loaders.edgelist import load_edge_list
+from strata.storage.loaders.folder import find_edge_file, load_folder
 from strata.storage.loaders.planetoid import PLANETOID_NAMES, load_planetoid
 
 Scalar = int | float | bool
@@ -83,9 +89,10 @@ class GraphSpec:
     """A parsed graph spec: a generator or loader kind and its parameters.
 
     Attributes:
-        kind: ``planetoid``, ``rmat``, ``sbm``, ``rgg``, ``dataset`` or ``edges``.
+        kind: ``planetoid``, ``rmat``, ``sbm``, ``rgg``, ``dataset``, ``folder`` or
+            ``edges``.
         params: generator parameters (for ``planetoid``: ``{"name": ...}``).
-        path: the path of ``dataset`` and ``edges`` specs.
+        path: the path of ``dataset``, ``folder`` and ``edges`` specs.
     """
 
     kind: str
@@ -148,11 +155,13 @@ def parse_spec(spec: str) -> GraphSpec:
             raise FormatError.build(
                 f"graph spec {spec!r}",
                 _WHERE,
-                f"a generator ({', '.join(GENERATORS)}), a dataset directory or an "
-                "edge-list file",
+                f"a generator ({', '.join(GENERATORS)}), a dataset directory, a graph "
+                "folder or an edge-list file",
                 f"unknown generator {unknown.group(1)!r} (and no file of that name)",
                 "e.g. rmat:scale=10 or planetoid:cora.",
             )
+        if path.is_dir() and find_edge_file(path) and not (path / MANIFEST).exists():
+            return GraphSpec("folder", path=path)
         is_dataset = path.is_dir() or path.name == MANIFEST
         return GraphSpec("dataset" if is_dataset else "edges", path=path)
     kind, body = match.groups()
@@ -265,6 +274,9 @@ def load_graph(
     elif parsed.kind == "edges":
         assert parsed.path is not None
         dataset = load_edge_list(parsed.path)
+    elif parsed.kind == "folder":
+        assert parsed.path is not None
+        dataset = load_folder(parsed.path)
     else:
         build = {"rmat": _rmat, "sbm": _sbm, "rgg": _rgg}[parsed.kind]
         dataset = build(parsed.params)

@@ -2,12 +2,22 @@
 
 Subcommands::
 
-    strata dataset import EDGES --out DIR [--format csv|tsv|snap|parquet]
-                          [--src-col C] [--dst-col C] [--weight-col C]
-                          [--header | --no-header] [--ids int|str] [--no-remap]
-                          [--symmetrize] [--drop-self-loops] [--drop-duplicates]
+    strata dataset import EDGES --out DIR [--format csv|tsv|snap|parquet|metis|mtx]
+                          [--src C] [--dst C] [--weight C]
+                          [--header | --no-header] [--ids auto|int|str] [--no-remap]
+                          [--undirected] [--drop-self-loops] [--drop-duplicates]
+                          [--nodes FILE] [--node-id-col C] [--label-col C]
+                          [--structural degree|onehot-degree|random-walk]
     strata dataset info DIR [--verify]
     strata dataset generate SPEC --out DIR [--data-dir D]
+
+``EDGES`` is an edge-list file (CSV, TSV, SNAP text, Parquet, METIS ``.graph``,
+MatrixMarket ``.mtx``) or a graph folder (``edges.parquet`` and optional
+``nodes.parquet``, ``graph.json``; see :mod:`strata.storage.loaders.folder`). Ids of
+any kind are mapped to ``0..n-1``, the originals kept in the node column
+``node_ids``. ``--nodes`` joins features and labels by id. Edges are directed unless
+``--undirected`` (``--symmetrize`` is its former name) or the format is undirected.
+``--src-col``/``--dst-col``/``--weight-col`` remain as aliases.
 
 Columns are names, or positions when all digits. ``SPEC`` is a graph spec
 (:mod:`strata.storage.spec`): ``planetoid:cora``,
@@ -32,6 +42,7 @@ import argparse
 import sys
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 from strata.engine import UsageError, check_output_dir
 from strata.storage import (
@@ -44,7 +55,13 @@ from strata.storage import (
     verify_dataset,
 )
 from strata.storage.dataset import ArrayEntry, Manifest
-from strata.storage.loaders import FORMATS, load_edge_list
+from strata.storage.loaders import (
+    FORMATS,
+    STRUCTURAL_KINDS,
+    find_edge_file,
+    load_edge_list,
+    load_folder,
+)
 from strata.storage.spec import load_graph, parse_spec
 
 
@@ -102,20 +119,46 @@ class DatasetCommand:
         sub = parser.add_subparsers(dest="dataset_command", required=True)
 
         imp = sub.add_parser("import", help="import an edge list into DIR")
-        imp.add_argument("edges", type=Path, help="edge list file")
+        imp.add_argument("edges", type=Path, help="edge list file or graph folder")
         imp.add_argument("--out", type=Path, required=True, help="dataset directory")
         imp.add_argument("--format", choices=FORMATS, help="default: from the suffix")
-        imp.add_argument("--src-col", help="source column (name or position)")
-        imp.add_argument("--dst-col", help="destination column (name or position)")
-        imp.add_argument("--weight-col", help="edge weight column (name or position)")
+        imp.add_argument(
+            "--src",
+            "--src-col",
+            dest="src_col",
+            help="source column (name or position)",
+        )
+        imp.add_argument(
+            "--dst", "--dst-col", dest="dst_col", help="destination column"
+        )
+        imp.add_argument(
+            "--weight",
+            "--weight-col",
+            dest="weight_col",
+            help="edge weight column (default: a column named weight)",
+        )
         head = imp.add_mutually_exclusive_group()
         head.add_argument("--header", dest="header", action="store_true", default=None)
         head.add_argument("--no-header", dest="header", action="store_false")
-        imp.add_argument("--ids", choices=("int", "str"), default="int")
+        imp.add_argument("--ids", choices=("auto", "int", "str"), default="auto")
         imp.add_argument(
             "--no-remap", action="store_true", help="keep integer ids as they are"
         )
-        imp.add_argument("--symmetrize", action="store_true")
+        imp.add_argument(
+            "--undirected",
+            "--symmetrize",
+            dest="undirected",
+            action="store_true",
+            help="edges are undirected: store both directions",
+        )
+        imp.add_argument("--nodes", type=Path, help="node table (Parquet/CSV) by id")
+        imp.add_argument("--node-id-col", help="the node table's id column")
+        imp.add_argument("--label-col", help="the node table's label column")
+        imp.add_argument(
+            "--structural",
+            choices=STRUCTURAL_KINDS,
+            help="features x from the structure when there are none",
+        )
         imp.add_argument("--drop-self-loops", action="store_true")
         imp.add_argument("--drop-duplicates", action="store_true")
         imp.add_argument("--name", help="dataset name (default: the file name)")
@@ -149,11 +192,24 @@ class DatasetCommand:
 
     def _check(self, args: argparse.Namespace) -> None:
         where = f"strata dataset {args.dataset_command}"
-        if args.dataset_command == "import" and not args.edges.is_file():
-            got = "a directory" if args.edges.is_dir() else "no such file"
-            raise UsageError.build(
-                "EDGES", where, "an edge-list file", f"{str(args.edges)!r} ({got})"
-            )
+        if args.dataset_command == "import":
+            edges = args.edges
+            if not edges.is_file() and not (edges.is_dir() and find_edge_file(edges)):
+                got = (
+                    "a directory without edges.parquet"
+                    if edges.is_dir()
+                    else ("no such file")
+                )
+                raise UsageError.build(
+                    "EDGES",
+                    where,
+                    "an edge-list file or a folder with edges.parquet",
+                    f"{str(edges)!r} ({got})",
+                )
+            if args.nodes is not None and not args.nodes.is_file():
+                raise UsageError.build(
+                    "--nodes", where, "a node table file", f"{str(args.nodes)!r}"
+                )
         if args.dataset_command == "info" and not args.directory.is_dir():
             got = "a file" if args.directory.exists() else "no such directory"
             raise UsageError.build(
@@ -174,24 +230,32 @@ class DatasetCommand:
             check_output_dir(args.out, argument="--out", where=where)
 
     def _import(self, args: argparse.Namespace) -> int:
-        dataset = load_edge_list(
-            args.edges,
-            name=args.name,
-            format=args.format,
-            src_col=_column(args.src_col),
-            dst_col=_column(args.dst_col),
-            weight_col=_column(args.weight_col),
-            header=args.header,
-            id_type=args.ids,
-            remap=False if args.no_remap else None,
-            symmetrize=args.symmetrize,
-            self_loops=(
+        options: dict[str, Any] = {
+            "name": args.name,
+            "format": args.format,
+            "src_col": _column(args.src_col),
+            "dst_col": _column(args.dst_col),
+            "weight_col": _column(args.weight_col),
+            "header": args.header,
+            "id_type": args.ids,
+            "remap": False if args.no_remap else None,
+            "undirected": args.undirected,
+            "node_id_col": args.node_id_col,
+            "label_col": args.label_col,
+            "structural": args.structural,
+            "self_loops": (
                 SelfLoopPolicy.REMOVE if args.drop_self_loops else SelfLoopPolicy.KEEP
             ),
-            duplicates=(
+            "duplicates": (
                 DuplicatePolicy.REMOVE if args.drop_duplicates else DuplicatePolicy.KEEP
             ),
-        )
+        }
+        if args.nodes is not None:
+            options["nodes"] = args.nodes
+        if args.edges.is_dir():
+            dataset = load_folder(args.edges, **options)
+        else:
+            dataset = load_edge_list(args.edges, **options)
         return self._save(dataset, args.out)
 
     def _generate(self, args: argparse.Namespace) -> int:
@@ -202,6 +266,8 @@ class DatasetCommand:
         remapped = (
             " (ids remapped; see node_ids)" if "node_ids" in dataset.node_data else ""
         )
+        if "directed" in dataset.meta:
+            remapped += ", directed" if dataset.meta["directed"] else ", undirected"
         print(
             f"saved {manifest.name}: {manifest.num_nodes} nodes, "
             f"{manifest.num_edges} edges -> {out}{remapped}"

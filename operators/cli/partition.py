@@ -5,6 +5,7 @@ Usage::
     strata partition GRAPH --k K [--method metis|grem|ldg|fennel|hdrf|random|hash]
                      [--seed N] [--imbalance EPS] [--passes P] [--halo-hops H]
                      [--chunks M] [--out DIR] [--report PATH] [--data-dir D]
+                     [--assignments FILE.parquet|FILE.csv]
 
 ``GRAPH`` is any graph spec of the storage CLI (:mod:`strata.storage.spec`):
 ``planetoid:cora``, ``rmat:scale=16,edge_factor=16,seed=0``, ``sbm:n=10000,blocks=8``,
@@ -18,6 +19,11 @@ directory ``DIR``. ``--report PATH`` writes the JSON report: ``method``, ``k``,
 memory above the RSS right after the graph was loaded) and the other fields of
 :class:`~strata.partition.types.PartitionReport`; ``--report -`` prints it to stdout,
 and the one-line summary, which otherwise goes to stdout, to stderr.
+
+``--assignments FILE`` writes one row per node, ``node_id,part``, as Parquet (a
+``.parquet``/``.pq`` suffix) or CSV (``.csv``), with each node's *original* id (the
+dataset's ``node_ids`` column when the input's ids were mapped, else ``0..n-1``),
+atomically (a temporary file renamed into place).
 
 Every number, ``--out`` and ``--report`` are checked before the graph is loaded: a
 bad one prints one ``error:`` line naming the argument and exits 1.
@@ -43,13 +49,18 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import resource
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import psutil
+import pyarrow as pa
+import pyarrow.csv as pa_csv
+import pyarrow.parquet as pq
 
 from strata.engine import UsageError, at_least, check_output_dir, check_output_file
 from strata.engine.checks import is_stdout
@@ -75,6 +86,7 @@ from strata.storage.spec import load_graph
 
 _WHERE = "strata partition"
 METHODS = ("metis", "grem", "ldg", "fennel", "hdrf", "random", "hash")
+ASSIGNMENT_SUFFIXES = (".parquet", ".pq", ".csv")
 
 
 def make_partitioner(
@@ -94,6 +106,27 @@ def make_partitioner(
     if method == "random":
         return RandomPartitioner(k, seed=seed)
     return HashPartitioner(k, seed=seed)
+
+
+def write_assignments(path: Path, node_ids: np.ndarray, parts: np.ndarray) -> None:
+    """Write ``node_id,part`` rows (Parquet or CSV by suffix), atomically."""
+    table = pa.table({"node_id": pa.array(node_ids), "part": pa.array(parts)})
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    try:
+        if path.suffix.lower() == ".csv":
+            pa_csv.write_csv(table, str(tmp))
+        else:
+            pq.write_table(table, str(tmp))
+        os.replace(tmp, path)
+    except OSError as error:
+        tmp.unlink(missing_ok=True)
+        raise UsageError.build(
+            "--assignments",
+            _WHERE,
+            "a writable file path",
+            f"{str(path)!r} ({error.strerror or error})",
+        ) from None
 
 
 def peak_rss_bytes() -> int:
@@ -132,6 +165,12 @@ class PartitionCommand:
             help="JSON report ('-': to stdout, and the summary line to stderr)",
         )
         parser.add_argument("--data-dir", type=Path, default=None)
+        parser.add_argument(
+            "--assignments",
+            type=Path,
+            default=None,
+            help="write node_id,part (original ids) to FILE.parquet or FILE.csv",
+        )
 
     def run(self, args: argparse.Namespace) -> int:
         """Partition, print a summary, write the report and book; 1 on bad input."""
@@ -161,6 +200,17 @@ class PartitionCommand:
             check_output_dir(args.out, argument="--out", where=_WHERE)
         if args.report is not None:
             check_output_file(args.report, argument="--report", where=_WHERE)
+        if args.assignments is not None:
+            check_output_file(
+                args.assignments, argument="--assignments", where=_WHERE, stdout=False
+            )
+            if args.assignments.suffix.lower() not in ASSIGNMENT_SUFFIXES:
+                raise UsageError.build(
+                    "--assignments",
+                    _WHERE,
+                    f"a file ending in one of {ASSIGNMENT_SUFFIXES}",
+                    repr(str(args.assignments)),
+                )
         if args.data_dir is not None and not args.data_dir.is_dir():
             raise UsageError.build(
                 "--data-dir", _WHERE, "a directory", f"{str(args.data_dir)!r}"
@@ -186,7 +236,8 @@ class PartitionCommand:
 
     def _partition(self, args: argparse.Namespace) -> dict[str, Any]:
         """Load, partition, save the book and write a file report; the report."""
-        graph = load_graph(args.graph, data_dir=args.data_dir).graph
+        dataset = load_graph(args.graph, data_dir=args.data_dir)
+        graph = dataset.graph
         input_rss = int(psutil.Process().memory_info().rss)
         partitioner = make_partitioner(
             args.method,
@@ -210,6 +261,9 @@ class PartitionCommand:
         )
         if args.out is not None:
             report["book"] = self._save(args, graph, part)
+        if args.assignments is not None:
+            write_assignments(args.assignments, dataset.original_ids, part.assignment)
+            report["assignments"] = str(args.assignments)
         if args.report is not None and not is_stdout(args.report):
             try:
                 args.report.parent.mkdir(parents=True, exist_ok=True)

@@ -6,13 +6,18 @@ and edge arrays one row per edge *in CSR order* (aligned with ``graph.indices``)
 conventional node array names are ``x`` (features), ``y`` (labels) and ``train_mask`` /
 ``val_mask`` / ``test_mask``; any other name matching ``[A-Za-z0-9_.-]+`` is allowed.
 
+``node_ids`` (:data:`ID_COLUMN`) holds the *original* id of every node when a loader
+mapped a file's ids (1-based, sparse, 64-bit, strings) to ``0..n-1``;
+:attr:`GraphDataset.original_ids` reads it, or ``0..n-1`` for datasets without one
+(every dataset saved before the column existed opens unchanged).
+
 Examples:
     >>> import numpy as np
     >>> from strata.storage.csr import CSRGraph
     >>> g = CSRGraph.from_edges(np.array([0, 1]), np.array([1, 2]))
     >>> ds = GraphDataset(g, node_data={"y": np.array([0, 1, 1])}, name="path")
-    >>> ds.num_classes, ds.x is None
-    (2, True)
+    >>> ds.num_classes, ds.x is None, ds.original_ids.tolist()
+    (2, True, [0, 1, 2])
     >>> GraphDataset(g, node_data={"y": np.array([0, 1])})  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
@@ -32,6 +37,8 @@ from strata.storage.csr import CSRGraph
 from strata.storage.errors import DatasetError
 
 NAME_PATTERN = re.compile(r"[A-Za-z0-9_.\-]+")
+#: The node column holding each node's original id (see the module doc).
+ID_COLUMN = "node_ids"
 JSONValue = Any  # JSON-serialisable metadata (str, numbers, bools, lists, dicts)
 
 
@@ -113,6 +120,14 @@ class GraphDataset:
     def test_mask(self) -> np.ndarray | None:
         """Boolean test mask, if any."""
         return self.node_data.get("test_mask")
+
+    @property
+    def original_ids(self) -> np.ndarray:
+        """Each node's id in the source file (``node_ids``), else ``0..n-1``."""
+        ids = self.node_data.get(ID_COLUMN)
+        if ids is None:
+            return np.arange(self.graph.num_nodes, dtype=np.int64)
+        return ids
 
     @property
     def num_classes(self) -> int | None:

@@ -35,6 +35,7 @@ class TextLayout:
     leading_comments: int  # comment or blank lines before the first data line
     header: bool
     names: tuple[str, ...]  # column names (from the header, else f0, f1, ...)
+    int_ids: bool = True  # the first data row's two id fields are integers
 
 
 def open_text(path: Path) -> io.BufferedIOBase:
@@ -65,12 +66,66 @@ def _is_int(text: str) -> bool:
     return True
 
 
+#: Header names recognised as an edge list's source, destination and weight columns
+#: (compared in lower case), in order of preference.
+SRC_NAMES = ("src", "source", "from", "u", "src_id", "source_id", "node1")
+DST_NAMES = ("dst", "target", "to", "v", "dst_id", "target_id", "node2")
+WEIGHT_NAMES = ("weight", "weights", "w", "value")
+_KNOWN_NAMES = frozenset(SRC_NAMES + DST_NAMES + WEIGHT_NAMES)
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+def _looks_like_header(
+    first: list[str], second: list[str] | None, id_type: str, named: bool
+) -> bool:
+    """Whether the first data line is a header, from its fields and the next line's.
+
+    ``int`` ids: a first line whose id fields are not integers. Otherwise (string or
+    auto ids) a line cannot be told from a header by its id fields alone, so it is
+    a header when columns were named, when its fields are known column names
+    (``src``, ``target``, ``weight`` ...), when the next line's ids are integers
+    while its are not, or when a third field is text above a number.
+    """
+    first_ids = [f.strip() for f in first[:2]]
+    if all(_is_int(f) for f in first_ids):
+        return False
+    if id_type == "int" or named:
+        return True
+    if any(f.strip().lower() in _KNOWN_NAMES for f in first):
+        return True
+    if second is None:
+        return False
+    if all(_is_int(f.strip()) for f in second[:2]):
+        return True
+    return (
+        len(first) > 2
+        and len(second) > 2
+        and not _is_number(first[2].strip())
+        and _is_number(second[2].strip())
+    )
+
+
 def detect_layout(
-    path: Path, fmt: str, header: bool | None, numeric_ids: bool
+    path: Path, fmt: str, header: bool | None, id_type: str, named: bool = False
 ) -> TextLayout:
-    """Read the head of a text edge list to find comments, header and delimiter."""
+    """Read the head of a text edge list to find comments, header and delimiter.
+
+    Args:
+        path: the file.
+        fmt: ``csv``, ``tsv`` or ``snap``.
+        header: ``True``/``False`` when the user said; ``None`` detects it.
+        id_type: ``int``, ``str`` or ``auto`` (see :func:`_looks_like_header`).
+        named: whether a column was chosen by name (then there must be a header).
+    """
     leading = 0
-    first: str | None = None
+    lines: list[tuple[int, str]] = []
     with open_text(path) as f:
         head = f.read(_SNIFF)
     with open_text(path) as f:
@@ -82,38 +137,45 @@ def detect_layout(
                 f"binary data (a NUL byte in the first {min(len(head), _SNIFF)} bytes)",
                 "pass --format parquet for Parquet files without a .parquet suffix.",
             )
-        for raw in f:
+        for number, raw in enumerate(f, start=1):
             line = raw.decode("utf-8", errors="replace").rstrip("\r\n")
             if _is_skipped(line):
-                leading += 1
+                leading += 0 if lines else 1
                 continue
-            first = line
-            break
-    if first is None:
+            lines.append((number, line))
+            if len(lines) == 2:
+                break
+    if not lines:
         raise FormatError.build(
             str(path), "read_edges", "at least one edge line", "no data lines"
         )
+    first = lines[0][1]
     whitespace = fmt == "snap"
     delimiter = {"csv": ",", "tsv": "\t"}.get(fmt, "\t" if "\t" in first else " ")
     probe = TextLayout(delimiter, whitespace, leading, False, ())
-    try:
-        fields = split_line(first, probe)
-    except csv.Error as err:
-        raise FormatError.build(
-            f"{path}:{leading + 1}",
-            "read_edges",
-            "a well-formed CSV line",
-            f"{first[:60]!r} ({err})",
-        ) from None
+    split: list[list[str]] = []
+    for number, line in lines:
+        try:
+            split.append(split_line(line, probe))
+        except csv.Error as err:
+            raise FormatError.build(
+                f"{path}:{number}",
+                "read_edges",
+                "a well-formed CSV line",
+                f"{line[:60]!r} ({err})",
+            ) from None
+    fields = split[0]
     if header is None:
-        # A header is a first line whose id fields are not integers.
-        header = numeric_ids and not all(_is_int(f.strip()) for f in fields[:2])
+        second = split[1] if len(split) > 1 else None
+        header = _looks_like_header(fields, second, id_type, named)
     names = (
         tuple(f.strip() for f in fields)
         if header
         else tuple(f"f{i}" for i in range(len(fields)))
     )
-    return TextLayout(delimiter, whitespace, leading, header, names)
+    data_row = split[1] if header and len(split) > 1 else fields
+    int_ids = all(_is_int(f.strip()) for f in data_row[:2])
+    return TextLayout(delimiter, whitespace, leading, header, names, int_ids)
 
 
 def find_bad_line(
