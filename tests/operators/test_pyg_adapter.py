@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import doctest
+import re
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -100,3 +102,15 @@ def test_pyg_gcnconv_through_the_adapter_reaches_cora_accuracy() -> None:
     labels = torch.from_numpy(np.asarray(data["node"]["y"]))
     accuracy = (predictions[ids] == labels[ids]).double().mean().item()
     assert accuracy == pytest.approx(result.test_accuracy)
+
+
+def test_the_readme_example_runs() -> None:
+    """README "Your model, your task": a PyG model, a user's loss, AdamW, cosine."""
+    readme = Path(__file__).resolve().parents[2] / "README.md"
+    blocks = re.findall(r"```python\n(.*?)```", readme.read_text(), re.DOTALL)
+    (code,) = [b for b in blocks if "pyg_module(" in b]
+    assert "epochs=100" in code
+    scope: dict[str, object] = {"__name__": "readme_pyg"}
+    exec(compile(code.replace("epochs=100", "epochs=3"), "README.md", "exec"), scope)
+    result = scope["result"]
+    assert result.epochs_run == 3  # type: ignore[attr-defined]
