@@ -7,7 +7,9 @@ the ``strata`` console script's function (``strata.operators.cli.main:main``); a
 as real subprocesses to show that the installed entry point behaves the same.
 
 Placeholders in the argv (``{tmp}``, ``{file}``, ``{binary}``, ``{edges}``,
-``{updates}``, ``{job}``) are filled per test with paths under ``tmp_path``.
+``{updates}``, ``{job}``, and the malformed data-in files ``{parquet}``,
+``{truncated}``, ``{badweight}``, ``{strays}``, ``{metis}``, ``{mtx}``) are filled per
+test with paths under ``tmp_path``.
 """
 
 from __future__ import annotations
@@ -19,6 +21,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 from strata.operators.cli.main import main
@@ -295,6 +299,70 @@ CASES = [
         "'nope'",
         "columns",
     ),
+    # -- data in (issue 14, item 1): file, row or column, and what was expected
+    case(
+        "dataset-import-wrong-column-name",
+        "dataset import {parquet} --out {tmp}/o --src from",
+        1,
+        "--src column 'from'",
+        "edges.parquet",
+        "['src', 'dst', 'weight']",
+    ),
+    case(
+        "dataset-import-non-numeric-weight",
+        "dataset import {badweight} --out {tmp}/o",
+        1,
+        "badweight.csv:3",
+        "expected a number in field 3",
+    ),
+    case(
+        "dataset-import-truncated-parquet",
+        "dataset import {truncated} --out {tmp}/o",
+        1,
+        "truncated.parquet",
+        "expected a complete Parquet file",
+    ),
+    case(
+        "dataset-import-feature-id-not-in-graph",
+        "dataset import {parquet} --out {tmp}/o --nodes {strays}",
+        1,
+        "strays.csv",
+        "row 1, column 'id'",
+        "got id 99",
+    ),
+    case(
+        "dataset-import-nodes-missing",
+        "dataset import {parquet} --out {tmp}/o --nodes {tmp}/none.csv",
+        1,
+        "--nodes",
+    ),
+    case(
+        "dataset-import-metis-truncated",
+        "dataset import {metis} --out {tmp}/o",
+        1,
+        "short.graph",
+        "expected 3 vertex lines",
+    ),
+    case(
+        "dataset-import-mtx-bad-entry",
+        "dataset import {mtx} --out {tmp}/o",
+        1,
+        "bad.mtx:3",
+        "ids in 1..2",
+    ),
+    case(
+        "partition-assignments-suffix",
+        f"partition {SBM} --k 2 --assignments {{tmp}}/parts.json",
+        1,
+        "--assignments",
+        ".parquet",
+    ),
+    case(
+        "partition-assignments-is-dir",
+        f"partition {SBM} --k 2 --assignments {{tmp}}",
+        1,
+        "--assignments",
+    ),
     case(
         "dataset-generate-out-under-proc",
         f"dataset generate rmat:scale=4 --out {NOWHERE}",
@@ -489,7 +557,27 @@ def paths(tmp_path: Path) -> dict[str, str]:
     updates.write_text("kind,src,dst\nadd_edge,0,1\nadd_edge,1,2\n")
     job = tmp_path / "marker_job.py"
     job.write_text(MARKER_JOB)
+    parquet = tmp_path / "edges.parquet"
+    pq.write_table(
+        pa.table({"src": [1, 2], "dst": [2, 3], "weight": [0.5, 1.0]}), parquet
+    )
+    truncated = tmp_path / "truncated.parquet"
+    truncated.write_bytes(parquet.read_bytes()[:-30])
+    badweight = tmp_path / "badweight.csv"
+    badweight.write_text("src,dst,weight\n1,2,0.5\n2,3,heavy\n")
+    strays = tmp_path / "strays.csv"
+    strays.write_text("id,f\n1,0.1\n99,0.2\n")
+    metis = tmp_path / "short.graph"
+    metis.write_text("3 2\n2\n1 3\n")
+    mtx = tmp_path / "bad.mtx"
+    mtx.write_text("%%MatrixMarket matrix coordinate real general\n2 2 1\n1 5 1\n")
     return {
+        "parquet": str(parquet),
+        "truncated": str(truncated),
+        "badweight": str(badweight),
+        "strays": str(strays),
+        "metis": str(metis),
+        "mtx": str(mtx),
         "tmp": str(tmp_path),
         "file": str(file),
         "binary": str(binary),

@@ -105,3 +105,43 @@ def test_bad_input_prints_one_error(capsys, argv, message):
     err = capsys.readouterr().err
     assert err.startswith("error: ")
     assert message in err
+
+
+@pytest.mark.parametrize("suffix", [".parquet", ".csv"])
+def test_assignments_have_one_row_per_original_id(tmp_path, capsys, suffix):
+    import pyarrow.csv as pa_csv
+    import pyarrow.parquet as pq
+
+    # a SNAP file with sparse 1-based ids: 10 ── 20 ── 30 ── 40, 50 ── 60
+    edges = tmp_path / "g.txt"
+    edges.write_text("# comment\n10 20\n20 30\n30 40\n50 60\n")
+    out = tmp_path / f"parts{suffix}"
+    assert run([str(edges), "--k", "2", "--assignments", str(out)]) == 0
+    table = pa_csv.read_csv(out) if suffix == ".csv" else pq.read_table(out)
+    assert table.column_names == ["node_id", "part"]
+    ids = table.column("node_id").to_pylist()
+    assert len(ids) == len(set(ids)) == 6
+    assert set(ids) == {10, 20, 30, 40, 50, 60}
+    assert set(table.column("part").to_pylist()) <= {0, 1}
+
+
+def test_assignments_keep_string_ids(tmp_path, capsys):
+    import pyarrow.parquet as pq
+
+    edges = tmp_path / "g.csv"
+    edges.write_text("src,dst\nalice,bob\nbob,carol\n")
+    out = tmp_path / "parts.parquet"
+    argv = [str(edges), "--k", "2", "--method", "hash", "--assignments", str(out)]
+    assert run(argv) == 0
+    assert set(pq.read_table(out).column("node_id").to_pylist()) == {
+        "alice",
+        "bob",
+        "carol",
+    }
+
+
+def test_assignments_suffix_is_checked_before_loading(tmp_path, capsys):
+    out = tmp_path / "parts.json"
+    assert run([SPEC, "--k", "2", "--assignments", str(out)]) == 1
+    assert "--assignments" in capsys.readouterr().err
+    assert not out.exists()
