@@ -7,12 +7,17 @@ that says how to install it.
 """
 
 from strata.storage.interop.dgl import from_dgl, to_dgl
-from strata.storage.interop.networkx import from_networkx, to_networkx
+from strata.storage.interop.networkx import (
+    dataset_from_networkx,
+    from_networkx,
+    to_networkx,
+)
 from strata.storage.interop.pyg import from_pyg, to_pyg
 from strata.storage.interop.pyg_store import to_pyg_stores
 from strata.storage.interop.scipy import from_scipy, to_scipy
 
 __all__ = [
+    "dataset_from_networkx",
     "from_dgl",
     "from_networkx",
     "from_pyg",

@@ -387,3 +387,31 @@ def test_old_datasets_without_node_ids_still_open(tmp_path):
     ds = open_dataset(out)
     assert "node_ids" not in ds.node_data
     assert ds.original_ids.tolist() == list(range(16))
+
+
+def test_networkx_keeps_attributes_and_says_direction():
+    import networkx as nx
+
+    from strata.storage.interop import dataset_from_networkx
+
+    g = nx.DiGraph()
+    g.add_node("b", x=2.0, name="bee")
+    g.add_node("a", x=1.0, name="ay")
+    g.add_edge("b", "a", weight=0.5, t=7)
+    g.add_edge("a", "b", weight=1.5, t=9)
+    ds = dataset_from_networkx(g)
+    assert ds.meta["directed"] is True
+    assert ds.original_ids.tolist() == ["b", "a"]
+    assert ds.node_data["x"].tolist() == [2.0, 1.0]
+    assert "name" not in ds.node_data  # text attributes are not features
+    src, dst = ds.graph.to_coo()
+    got = {
+        (int(s), int(d)): (float(w), float(t))
+        for s, d, w, t in zip(
+            src, dst, ds.graph.edge_weight, ds.edge_data["t"], strict=True
+        )
+    }
+    assert got == {(0, 1): (0.5, 7.0), (1, 0): (1.5, 9.0)}
+    undirected = dataset_from_networkx(g.to_undirected())
+    assert undirected.meta["directed"] is False
+    assert undirected.graph.num_edges == 2 * g.to_undirected().number_of_edges()
