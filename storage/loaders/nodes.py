@@ -125,7 +125,7 @@ def _rows_in_graph(
             path,
             f"row {row}, column {id_name!r}",
             "ids of nodes in the graph (the edge list's ids)",
-            f"id {values[row]!r}, which no edge mentions",
+            f"id {values[row].item()!r}, which no edge mentions",
         )
     where = order[pos]
     counts = np.bincount(where, minlength=n)
@@ -135,10 +135,10 @@ def _rows_in_graph(
             path,
             f"row {row}, column {id_name!r}",
             "one row per node",
-            f"id {values[row]!r} again",
+            f"id {values[row].item()!r} again",
         )
     if values.size != n:
-        missing = graph_ids[int(np.argmin(counts))]
+        missing = graph_ids[int(np.argmin(counts))].item()
         raise _fail(
             path,
             f"column {id_name!r}",
