@@ -76,7 +76,7 @@ class PredictCommand:
                     f"{data.num_features}",
                 )
             logits, _ = predict(model, data)
-            write_predictions(args.out, ids_of(data), logits, data)
+            write_predictions(args.out, ids_of(payload), logits, data)
         except (UsageError, OperatorError, StorageError, OSError) as exc:
             print(f"strata predict: {exc}", file=sys.stderr)
             return EXIT_USAGE

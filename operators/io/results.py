@@ -34,6 +34,7 @@ import dataclasses
 import importlib
 import json
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -46,6 +47,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from strata.operators.errors import OperatorError
+from strata.operators.io.datasets import dataset_from_payload
 from strata.operators.layers import BasicGNN
 from strata.operators.trainers import ModelConfig, TrainConfig
 from strata.operators.trainers.data import FEATURES, TrainingData, as_training_data
@@ -233,12 +235,17 @@ def write_embeddings(
     return out
 
 
-def node_ids(data: TrainingData) -> np.ndarray:
-    """The original ids of the nodes (their dense ids when the data has none)."""
-    ids = getattr(data, "node_ids", None)
-    if ids is None:
-        return np.arange(data.graph.num_nodes, dtype=np.int64)
-    return np.asarray(ids)
+def node_ids(data: Any) -> np.ndarray:
+    """The original ids of the nodes: a dataset payload's id column, if it has one.
+
+    An edge list with 1-based, sparse or string ids is stored with dense ids and
+    its original ids (:attr:`strata.storage.GraphDataset.original_ids`); every
+    output names nodes by those. Data without any gets ``0..n-1``.
+    """
+    if isinstance(data, Mapping) and "node" in data:
+        return np.asarray(dataset_from_payload(data).original_ids)
+    training = as_training_data(data, "node_ids")
+    return np.arange(training.graph.num_nodes, dtype=np.int64)
 
 
 def export_results(
@@ -266,7 +273,7 @@ def export_results(
     model = train.model.build(training.num_features, training.num_classes)
     model.load_state_dict(item["state"])
     logits, embeddings = predict(model, training)
-    ids = node_ids(training)
+    ids = node_ids(data)
     root = Path(output_dir)
     root.mkdir(parents=True, exist_ok=True)
     saved = save_model(

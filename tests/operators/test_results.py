@@ -102,3 +102,15 @@ def test_bad_model_directories_and_outputs_are_clear_errors(
     assert (
         "--out in strata predict: expected a .parquet file" in capsys.readouterr().err
     )
+
+
+def test_outputs_name_nodes_by_their_original_ids(tmp_path: Path) -> None:
+    from strata.operators.io.datasets import dataset_payload
+    from strata.operators.io.results import node_ids
+    from strata.storage import load_graph
+
+    edges = tmp_path / "people.csv"
+    edges.write_text("src,dst\nalice,bob\nbob,carol\ncarol,alice\n")
+    payload = dataset_payload(load_graph(str(edges)))
+    ids = node_ids(payload)
+    assert sorted(ids.tolist()) == ["alice", "bob", "carol"]
