@@ -81,23 +81,33 @@ def _write_atomic(path: Path, write: Any) -> None:
     os.replace(temporary, path)
 
 
+#: ModelConfig fields holding a user's code, saved by import path.
+_CODE_FIELDS = ("layer", "module")
+
+
 def _model_json(config: ModelConfig) -> dict[str, Any]:
-    data = dataclasses.asdict(config)
-    layer = config.layer
-    if layer is not None:
-        name = getattr(layer, "__qualname__", type(layer).__qualname__)
-        data["layer"] = f"{layer.__module__}:{name}"
+    data = {
+        f.name: getattr(config, f.name)
+        for f in dataclasses.fields(config)
+        if f.name not in _CODE_FIELDS
+    }
+    for name in _CODE_FIELDS:
+        code = getattr(config, name)
+        if code is not None:
+            label = getattr(code, "__qualname__", type(code).__qualname__)
+            data[name] = f"{code.__module__}:{label}"
     return data
 
 
 def _model_config(data: dict[str, Any]) -> ModelConfig:
-    layer = data.pop("layer", None)
-    if isinstance(layer, str):
-        module, _, name = layer.partition(":")
-        target: Any = importlib.import_module(module)
-        for part in name.split("."):
-            target = getattr(target, part)
-        data["layer"] = target
+    for field_name in _CODE_FIELDS:
+        path = data.pop(field_name, None)
+        if isinstance(path, str):
+            module, _, name = path.partition(":")
+            target: Any = importlib.import_module(module)
+            for part in name.split("."):
+                target = getattr(target, part)
+            data[field_name] = target
     return ModelConfig(**data)
 
 
@@ -130,7 +140,7 @@ def save_model(
     return path
 
 
-def load_model(directory: str | os.PathLike[str]) -> tuple[BasicGNN, SavedModel]:
+def load_model(directory: str | os.PathLike[str]) -> tuple[nn.Module, SavedModel]:
     """The model saved in ``directory`` (eval mode) and its settings.
 
     Raises:
@@ -160,19 +170,23 @@ def load_model(directory: str | os.PathLike[str]) -> tuple[BasicGNN, SavedModel]
         int(body["out_channels"]),
         bool(body.get("normalize_features", False)),
     )
-    model = saved.model.build(saved.in_channels, saved.out_channels)
+    model = saved.model.build_module(saved.in_channels, saved.out_channels)
     model.load_state_dict(torch.load(path / WEIGHTS, weights_only=True))
     return model.eval(), saved
 
 
 @torch.no_grad()
-def predict(model: BasicGNN, data: TrainingData) -> tuple[torch.Tensor, torch.Tensor]:
+def predict(model: nn.Module, data: TrainingData) -> tuple[torch.Tensor, torch.Tensor]:
     """``(logits, embeddings)`` of every node: the embedding is the last layer's input.
 
-    Runs the model's own layers in eval mode (no dropout).
+    Runs the model's own layers in eval mode (no dropout). A user's module
+    without a layer stack (``convs``) gives its output as both.
     """
     model.eval()
     x = data.features.get(FEATURES, torch.arange(data.graph.num_nodes))
+    if not isinstance(model, BasicGNN):
+        out = model(data.graph, x)
+        return out, out
     h = x
     for i, conv in enumerate(model.convs):
         if i == model.num_layers - 1:
@@ -270,7 +284,7 @@ def export_results(
     """
     training = as_training_data(data, "export_results")
     (item,) = weights
-    model = train.model.build(training.num_features, training.num_classes)
+    model = train.model.build_module(training.num_features, training.num_classes)
     model.load_state_dict(item["state"])
     logits, embeddings = predict(model, training)
     ids = node_ids(data)
