@@ -6,7 +6,15 @@ and ``partition`` this way, through ``strata.operators.cli.main``).
 
 Exit status: 0 on success, 1 when a step fails, 2 for usage errors (unknown job,
 unknown ``--set`` key or bad value, invalid pipeline, an output path that cannot be
-written). Output paths (``--report``, ``--checkpoint-dir``) are checked before the
+written), 130 when interrupted (Ctrl-C). A failed or interrupted run still writes
+its report, with ``status`` ``failed`` or ``interrupted`` and the ``error``.
+
+Every command takes ``-v`` (debug lines) and ``-q`` (warnings only, no bars): what
+steps log goes to stderr (:func:`strata.engine.progress.configure_logging`), as
+tqdm bars on a terminal and one flushed line per record elsewhere, so
+``strata run jobs/cora_gcn.py | cat`` shows each epoch as it ends.
+
+Output paths (``--report``, ``--checkpoint-dir``) are checked before the
 job is built, so a bad one costs no work; ``--report -`` prints the JSON report to
 stdout and moves the job's outputs to stderr.
 
@@ -33,8 +41,10 @@ from __future__ import annotations
 import argparse
 import contextlib
 import importlib.metadata
+import logging
 import os
 import sys
+import time
 import traceback
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
@@ -52,8 +62,13 @@ from strata.engine.errors import CheckpointError, PlanError, UsageError
 from strata.engine.executors import EXECUTORS, RunResult, execute
 from strata.engine.job import JobError, job_spec, load_job
 from strata.engine.pipeline import Pipeline
+from strata.engine.progress import configure_logging, reset_logging
+from strata.engine.report import RunReport
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, as shells report Ctrl-C
+
+_log = logging.getLogger(__name__)
 
 
 class RunCommand:
@@ -64,7 +79,7 @@ class RunCommand:
     help = "run a job (a job file or module exposing build(...) -> Pipeline)"
 
     def configure(self, parser: argparse.ArgumentParser) -> None:
-        """Add ``JOB``, ``--executor``, ``--set``, ``--report`` and ``--quiet``."""
+        """Add ``JOB``, ``--executor``, ``--set``, ``--report`` and checkpoints."""
         _add_job_arguments(parser)
         parser.add_argument(
             "--executor",
@@ -78,9 +93,6 @@ class RunCommand:
             metavar="PATH",
             help="write the JSON run report here ('-': to stdout, and the outputs "
             "to stderr)",
-        )
-        parser.add_argument(
-            "--quiet", action="store_true", help="no progress bars or step table"
         )
         group = parser.add_argument_group("checkpoints (streaming jobs)")
         group.add_argument(
@@ -145,6 +157,8 @@ class RunCommand:
             checkpoint=checkpoint,
             resume=args.resume,
         )
+        _log.debug("running %s on the %s executor", args.job, args.executor)
+        start = time.perf_counter()
         try:
             with reserve_stdout() if report_to_stdout else contextlib.nullcontext():
                 result = execute(
@@ -158,21 +172,16 @@ class RunCommand:
         except (PlanError, CheckpointError) as error:
             print(f"strata run: {error}", file=sys.stderr)
             return EXIT_USAGE
-        if report_to_stdout:
-            print(result.report.to_json(), flush=True)
-        elif args.report is not None:
-            try:
-                args.report.parent.mkdir(parents=True, exist_ok=True)
-                result.report.write(args.report)
-            except OSError as error:  # the path changed since it was checked
-                message = UsageError.build(
-                    "--report",
-                    "strata run",
-                    "a writable file path",
-                    f"{str(args.report)!r} ({error.strerror or error})",
-                )
-                print(f"strata run: {message}", file=sys.stderr)
-                return EXIT_FAILED
+        except KeyboardInterrupt:  # Ctrl-C: say so, in the report too
+            status = _stopped(args, params, start, "interrupted", "KeyboardInterrupt")
+            print("strata run: interrupted", file=sys.stderr)
+            return status if status != EXIT_OK else EXIT_INTERRUPTED
+        except Exception as error:  # the executor itself failed: report it too
+            _stopped(args, params, start, "failed", f"{type(error).__name__}: {error}")
+            raise
+        status = _write_report(args, result.report)
+        if status != EXIT_OK:
+            return status
         if result.error is not None:
             chain = traceback.format_exception(result.error)
             print("".join(chain).rstrip(), file=sys.stderr)
@@ -236,6 +245,7 @@ def main(argv: Sequence[str] | None = None, commands: Sequence[Command] = ()) ->
             description=command.help,
             add_help=getattr(command, "add_help", True),  # False: it adds its own
         )
+        _add_verbosity(sub)
         if command.name == chosen:  # configure only the command that runs, so the
             command.configure(sub)  # others' modules (storage: torch) stay unimported
         table[command.name] = command
@@ -243,6 +253,7 @@ def main(argv: Sequence[str] | None = None, commands: Sequence[Command] = ()) ->
         args = parser.parse_args(argv)
     except SystemExit as exc:  # argparse exits on --help and on usage errors
         return exc.code if isinstance(exc.code, int) else EXIT_USAGE
+    configure_logging(-1 if args.quiet else args.verbose)
     try:
         return table[args.command].run(args)
     except BrokenPipeError:
@@ -250,6 +261,25 @@ def main(argv: Sequence[str] | None = None, commands: Sequence[Command] = ()) ->
         # Point stdout at /dev/null so the interpreter's final flush stays quiet.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return EXIT_OK
+    finally:
+        reset_logging()
+
+
+def _add_verbosity(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("output")
+    group.add_argument(
+        "-v",
+        "--verbose",
+        action="count",
+        default=0,
+        help="more detail on stderr: debug lines, with times and logger names",
+    )
+    group.add_argument(
+        "-q",
+        "--quiet",
+        action="store_true",
+        help="warnings and errors only: no progress lines, bars or step table",
+    )
 
 
 def version() -> str:
@@ -288,6 +318,45 @@ def reserve_stdout() -> Iterator[None]:
         sys.stdout.flush()
         os.dup2(saved, fd)
         os.close(saved)
+
+
+def _write_report(args: argparse.Namespace, report: RunReport) -> int:
+    """Write ``report`` where ``--report`` says (if it does); return the status."""
+    if is_stdout(args.report):
+        print(report.to_json(), flush=True)
+    elif args.report is not None:
+        try:
+            args.report.parent.mkdir(parents=True, exist_ok=True)
+            report.write(args.report)
+        except OSError as error:  # the path changed since it was checked
+            message = UsageError.build(
+                "--report",
+                "strata run",
+                "a writable file path",
+                f"{str(args.report)!r} ({error.strerror or error})",
+            )
+            print(f"strata run: {message}", file=sys.stderr)
+            return EXIT_FAILED
+    return EXIT_OK
+
+
+def _stopped(
+    args: argparse.Namespace,
+    params: Mapping[str, Any],
+    start: float,
+    status: str,
+    error: str,
+) -> int:
+    """Write the report of a run that ended without a result (no step counters)."""
+    report = RunReport(
+        job=args.job,
+        executor=args.executor,
+        params=params,
+        status=status,
+        error=error,
+        wall_s=round(time.perf_counter() - start, 6),
+    )
+    return _write_report(args, report)
 
 
 def _add_job_arguments(parser: argparse.ArgumentParser) -> None:

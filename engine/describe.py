@@ -40,7 +40,11 @@ def describe_text(plan: Plan) -> str:
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)]
     lines = [f"pipeline '{plan.name}': {len(plan.steps)} steps"]
     for row in rows:
-        cells = [cell.ljust(width) for cell, width in zip(row, widths, strict=False)]
+        cells = [
+            cell.ljust(width)
+            for cell, width in zip(row, widths, strict=False)
+            if width  # a column empty on every row takes no room
+        ]
         lines.append(("  " + "  ".join([*cells, row[-1]])).rstrip())
     return "\n".join(lines)
 
@@ -51,7 +55,7 @@ def describe_mermaid(plan: Plan) -> str:
     lines = ["flowchart LR"]
     for step in plan.steps:
         name = step.location.rpartition(":")[2]
-        label = f"{step.id}<br/>{name}" + (
+        label = f"{escape_mermaid(step.id)}<br/>{escape_mermaid(name)}" + (
             f" x{step.shards}" if step.shards > 1 else ""
         )
         if step.id in plan.recorded:
@@ -64,9 +68,23 @@ def describe_mermaid(plan: Plan) -> str:
         lines.append(f"  {ids[step.id]}{shape.format(label)}")
     for edge in plan.edges:
         producer = plan.step(edge.producer)
-        arrow = f"-- {edge.port} -->" if len(producer.ports) > 1 else "-->"
+        port = escape_mermaid(edge.port)
+        arrow = f"-- {port} -->" if len(producer.ports) > 1 else "-->"
         lines.append(f"  {ids[edge.producer]} {arrow} {ids[edge.consumer]}")
     return "\n".join(lines)
+
+
+def escape_mermaid(text: str) -> str:
+    """``text`` safe inside a quoted Mermaid label: entity codes for ``#"<>&``.
+
+    Examples:
+        >>> escape_mermaid('load "a" <b> #1 & c')
+        'load #quot;a#quot; #lt;b#gt; #35;1 #amp; c'
+    """
+    text = text.replace("#", "#35;")  # first: the codes below begin with '#'
+    for char, code in (('"', "#quot;"), ("<", "#lt;"), (">", "#gt;"), ("&", "#amp;")):
+        text = text.replace(char, code)
+    return text
 
 
 def _sharding(step: Step) -> str:

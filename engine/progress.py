@@ -1,27 +1,205 @@
-"""Progress bars for long-running steps (tqdm), one line per streaming step.
+"""What a run shows while it runs: log lines or tqdm bars, and per-step bars.
 
-Bars appear only for runs that last over a second, so short runs print nothing, and
-only when enabled: the CLI enables them when stderr is a terminal and ``--quiet`` is
-absent. A source's bar counts the items it produced; any other step's bar counts the
-items it consumed, with items out and the share of time spent backpressured after
-it. Executors call :meth:`Progress.update` from their driver loop; no thread of its
-own.
+Steps log through :mod:`logging` (``logging.getLogger("strata.<...>")``). A record
+may carry a :class:`ProgressUpdate` (``extra=progress_extra(...)``): work with a
+count, such as a trainer's epochs or the phases of a partitioner. The command line
+sets the view once with :func:`configure_logging`: on a terminal, a
+:class:`BarHandler` turns such records into tqdm bars (their postfix: the update's
+values) and prints the others above the bars; elsewhere (a pipe, a file) every
+record is one line on stderr, written and flushed as it happens, so
+``strata run JOB | cat`` shows each epoch as it ends.
+
+Bars of items per step (:class:`Progress`) appear only for runs that last over a
+second, so short runs print nothing, and only when enabled: the CLI enables them
+when stderr is a terminal and ``--quiet`` is absent. A source's bar counts the items
+it produced; any other step's bar counts the items it consumed, with items out and
+the share of time spent backpressured after it. Executors call
+:meth:`Progress.update` from their driver loop; no thread of its own.
 
 Examples:
     >>> from strata.engine.metrics import StepMetrics
     >>> progress = Progress(enabled=False, steps=["load"])
     >>> progress.update({"load": StepMetrics(items_out=3)})
     >>> progress.close()
+    >>> import io, logging
+    >>> out = io.StringIO()
+    >>> _ = configure_logging(0, bars=False, stream=out)
+    >>> log = logging.getLogger("strata.demo")
+    >>> log.info("epoch 1/2  loss 0.5", extra=progress_extra("train", 1, 2))
+    >>> _ = configure_logging(-1, bars=False, stream=out)  # -q: warnings only
+    >>> log.info("epoch 2/2  loss 0.4")
+    >>> print(out.getvalue(), end="")
+    epoch 1/2  loss 0.5
+    >>> reset_logging()
 """
 
 from __future__ import annotations
 
+import logging
 import sys
 import time
 from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import IO, Any
 
 from strata.engine.metrics import StepMetrics
+
+#: The logger every Strata package logs under (``strata.<package>.<module>``).
+LOGGER = "strata"
+
+
+@dataclass(frozen=True, slots=True)
+class ProgressUpdate:
+    """Where a counted piece of work is: what a log record's bar shows.
+
+    Attributes:
+        key: Names the bar (e.g. ``"train epochs"``); updates with one key move
+            one bar.
+        n: Units done.
+        total: Units in all (None: unknown).
+        unit: What is counted (``"epoch"``, ``"phase"``).
+        values: Shown after the bar, ``name=value`` (loss, metrics, phase name).
+        done: The work ended (the bar closes, even below ``total``).
+    """
+
+    key: str
+    n: int
+    total: int | None = None
+    unit: str = "it"
+    values: Mapping[str, str] = field(default_factory=dict)
+    done: bool = False
+
+
+def progress_extra(
+    key: str,
+    n: int,
+    total: int | None = None,
+    *,
+    unit: str = "it",
+    values: Mapping[str, str] | None = None,
+    done: bool = False,
+) -> dict[str, Any]:
+    """The ``extra=`` of a log record that also moves a bar (:class:`ProgressUpdate`).
+
+    Examples:
+        >>> progress_extra("part phases", 1, 3, unit="phase")["progress"].total
+        3
+    """
+    update = ProgressUpdate(key, n, total, unit, dict(values or {}), done)
+    return {"progress": update}
+
+
+class BarHandler(logging.Handler):
+    """A logging handler for terminals: records with a progress update move bars.
+
+    Records with a :class:`ProgressUpdate` (their ``progress`` attribute) draw one
+    tqdm bar per key; every other record is printed above the bars.
+
+    Args:
+        stream: Where bars and lines go (default: stderr).
+    """
+
+    def __init__(self, stream: IO[str] | None = None) -> None:
+        super().__init__()
+        self._stream = stream
+        self._bars: dict[str, Any] = {}
+
+    def emit(self, record: logging.LogRecord) -> None:
+        """Move the record's bar, or print the record."""
+        from tqdm import tqdm
+
+        stream = self._stream or sys.stderr
+        update = getattr(record, "progress", None)
+        try:
+            if not isinstance(update, ProgressUpdate):
+                tqdm.write(self.format(record), file=stream)
+                return
+            bar = self._bars.get(update.key)
+            if bar is None:
+                bar = self._bars[update.key] = tqdm(
+                    desc=update.key,
+                    total=update.total,
+                    unit=f" {update.unit}",
+                    leave=True,
+                    file=stream,
+                )
+            bar.n = update.n
+            text = "  ".join(f"{k} {v}" for k, v in update.values.items())
+            bar.set_postfix_str(text, refresh=False)
+            bar.refresh()
+            if update.done:
+                bar.close()
+                del self._bars[update.key]
+        except Exception:  # logging must never break the run
+            self.handleError(record)
+
+    def close(self) -> None:
+        """Close the open bars, leaving their last state on screen."""
+        for bar in self._bars.values():
+            bar.close()
+        self._bars.clear()
+        super().close()
+
+
+def configure_logging(
+    verbosity: int = 0, *, bars: bool | None = None, stream: IO[str] | None = None
+) -> logging.Handler:
+    """Set how the ``strata`` loggers show a run (what the command line calls).
+
+    Args:
+        verbosity: -1 (``-q``): warnings and errors only; 0: also progress lines
+            (one per epoch); 1 (``-v``) or more: also debug lines, with the time
+            and the logger's name.
+        bars: Draw tqdm bars (default: when ``stream`` is a terminal and
+            ``verbosity`` >= 0).
+        stream: Where records go (default: the current stderr).
+
+    Returns:
+        The handler installed on the ``strata`` logger (it replaces the one an
+        earlier call installed).
+    """
+    stream = stream or sys.stderr
+    if bars is None:
+        bars = verbosity >= 0 and _isatty(stream)
+    # StreamHandler flushes after every record: a pipe sees each line at once.
+    handler: logging.Handler = (
+        BarHandler(stream) if bars else logging.StreamHandler(stream)
+    )
+    fmt = "%(asctime)s %(levelname)s %(name)s: %(message)s" if verbosity > 0 else None
+    handler.setFormatter(_Formatter(fmt))
+    reset_logging()
+    logger = logging.getLogger(LOGGER)
+    handler._strata = True  # type: ignore[attr-defined]
+    logger.addHandler(handler)
+    levels = {-1: logging.WARNING, 0: logging.INFO}
+    logger.setLevel(levels.get(max(-1, verbosity), logging.DEBUG))
+    return handler
+
+
+def reset_logging() -> None:
+    """Undo :func:`configure_logging`: remove its handler (closing its bars)."""
+    logger = logging.getLogger(LOGGER)
+    for old in [h for h in logger.handlers if getattr(h, "_strata", False)]:
+        logger.removeHandler(old)
+        old.close()
+    logger.setLevel(logging.NOTSET)
+
+
+class _Formatter(logging.Formatter):
+    """The message alone, warnings and errors prefixed with their level."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        text = super().format(record)
+        if self._fmt == "%(message)s" and record.levelno >= logging.WARNING:
+            return f"{record.levelname.lower()}: {text}"
+        return text
+
+
+def _isatty(stream: IO[str]) -> bool:
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError):
+        return False
 
 
 class Progress:
@@ -61,11 +239,10 @@ class Progress:
             from tqdm import tqdm
 
             width = max(len(s) for s in self._steps)
-            for position, step in enumerate(self._steps):
-                self._bars[step] = tqdm(
+            for step in self._steps:  # tqdm places each below the bars open
+                self._bars[step] = tqdm(  # (a trainer's epoch bar among them)
                     desc=step.ljust(width),
                     unit=" items",
-                    position=position,
                     leave=True,
                     file=self._file or sys.stderr,
                 )

@@ -119,8 +119,10 @@ class RunReport:
         job: The job file or module, or the pipeline's name.
         executor: ``local`` or ``process``.
         params: The job's parameters after ``--set`` overrides.
-        status: ``ok`` or ``failed``.
-        error: The failure's message when ``status`` is ``failed``.
+        status: ``ok``, ``failed`` (a step or the executor failed) or
+            ``interrupted`` (Ctrl-C). ``strata run --report`` writes the report in
+            every case; a run that ended without a result has no step rows.
+        error: What went wrong, when ``status`` is not ``ok``.
         steps: Per step id, its :class:`StepReport`.
         channels: Per consuming step id, its :class:`ChannelReport`.
         outputs: The job's own results: the recorded steps' mappings, merged.

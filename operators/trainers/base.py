@@ -51,6 +51,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import logging
 import math
 import time
 from collections.abc import Callable, Generator, Iterator, Mapping
@@ -63,6 +64,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from strata.engine import Emit, Operator, StepContext
+from strata.engine.progress import progress_extra
 from strata.operators.errors import OperatorError
 from strata.operators.trainers.checkpoint import (
     checkpoint_path,
@@ -88,6 +90,8 @@ from strata.operators.trainers.metrics import SplitMetrics as SplitMetrics
 from strata.operators.trainers.optim import make_optimizer, set_epoch_lr
 from strata.operators.trainers.records import EpochRecord, TrainResult
 from strata.operators.trainers.tasks import TaskState
+
+_log = logging.getLogger(__name__)
 
 # torch.optim imports torch._dynamo at the first optimizer it builds, which takes
 # seconds. Importing it with this module moves that cost to import time, where the
@@ -303,7 +307,43 @@ class Trainer(Operator[Any, Any]):
                 last or (epoch + 1) % config.checkpoint_every == 0
             ):
                 save_checkpoint(path, run.checkpoint(epoch + 1, config, device))
+            self._log_epoch(record)
             yield record
+        name = self._ctx.step_id if self._ctx else "trainer"
+        stopped = " (stopped early)" if run.stopper.should_stop else ""
+        _log.info(
+            "%s: %d epochs%s, best epoch %d",
+            name,
+            len(run.history),
+            stopped,
+            run.stopper.best_epoch,
+            extra=progress_extra(
+                f"{name} epochs", len(run.history), config.epochs, done=True
+            ),
+        )
+
+    def _log_epoch(self, record: EpochRecord) -> None:
+        """One line per epoch (a bar on a terminal; see strata.engine.progress)."""
+        name = self._ctx.step_id if self._ctx else "trainer"
+        values = {
+            "loss": f"{record.loss:.4f}",
+            "train_acc": f"{record.train_accuracy:.4f}",
+            "val_loss": f"{record.val_loss:.4f}",
+            "val_acc": f"{record.val_accuracy:.4f}",
+        }
+        text = "  ".join(f"{k} {v}" for k, v in values.items())
+        epochs = self.config.epochs
+        _log.info(
+            "%s: epoch %d/%d  %s  %.3fs",
+            name,
+            record.epoch + 1,
+            epochs,
+            text,
+            record.seconds,
+            extra=progress_extra(
+                f"{name} epochs", record.epoch + 1, epochs, unit="epoch", values=values
+            ),
+        )
 
     def _count(self, record: EpochRecord) -> None:
         if self._ctx is None:

@@ -16,6 +16,7 @@ Examples:
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -139,8 +140,10 @@ def training_outputs(
     Returns:
         ``extra``, then the :class:`TrainResult` fields, ``epoch_s`` (mean seconds
         per epoch), the total ``sample_s``, ``gather_s`` and ``stall_s`` when the
-        trainer measured them, and ``loss_curve`` (training loss per epoch, 4
-        significant digits), all over every epoch of the run.
+        trainer measured them, ``loss_curve`` (training loss per epoch, 4
+        significant digits) and ``curves`` (``train_accuracy``, ``val_loss`` and
+        ``val_accuracy`` per epoch, alike; None for NaN), all over every epoch of
+        the run. ``strata plot`` draws them.
 
     Examples:
         >>> result = {"epochs_run": 2, "test_accuracy": 0.5}
@@ -159,4 +162,16 @@ def training_outputs(
         if total:
             outputs[key] = total
     outputs["loss_curve"] = [float(f"{r['loss']:.4g}") for r in epochs]
+    curves = {
+        name: [_rounded(r[name]) for r in epochs]
+        for name in ("train_accuracy", "val_loss", "val_accuracy")
+        if epochs and all(name in r for r in epochs)
+    }
+    if curves:
+        outputs["curves"] = curves
     return outputs
+
+
+def _rounded(value: float) -> float | None:
+    """4 significant digits; None for NaN (JSON has no NaN, and NaN != NaN)."""
+    return None if math.isnan(value) else float(f"{value:.4g}")
