@@ -43,6 +43,11 @@ COMMANDS: list[Command] = [
         "send an update file (Parquet/CSV) to a streaming job's ingestion endpoint",
         "strata.operators.cli.ingest:IngestCommand",
     ),
+    LazyCommand(
+        "plot",
+        "draw a run report's curves, or a benchmark JSON's bars (matplotlib)",
+        "strata.operators.cli.plot:PlotCommand",
+    ),
 ]
 
 
