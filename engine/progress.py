@@ -123,9 +123,10 @@ class BarHandler(logging.Handler):
                     leave=True,
                     file=stream,
                 )
-            bar.n = update.n
             text = "  ".join(f"{k} {v}" for k, v in update.values.items())
-            bar.set_postfix_str(text, refresh=False)
+            if text:
+                bar.set_postfix_str(text, refresh=False)
+            bar.update(update.n - bar.n)  # update(), not n=: tqdm measures the rate
             bar.refresh()
             if update.done:
                 bar.close()
