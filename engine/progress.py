@@ -36,6 +36,7 @@ Examples:
 from __future__ import annotations
 
 import logging
+import os
 import sys
 import time
 from collections.abc import Collection, Mapping, Sequence
@@ -45,6 +46,8 @@ from typing import IO, Any
 from strata.engine.metrics import StepMetrics
 
 #: The logger every Strata package logs under (``strata.<package>.<module>``).
+#: The environment variable that tells worker processes the command's verbosity.
+VERBOSITY_ENV = "STRATA_LOG_VERBOSITY"
 LOGGER = "strata"
 
 
@@ -174,11 +177,25 @@ def configure_logging(
     logger.addHandler(handler)
     levels = {-1: logging.WARNING, 0: logging.INFO}
     logger.setLevel(levels.get(max(-1, verbosity), logging.DEBUG))
+    # Worker processes (the process executor) read it and log the same way.
+    os.environ[VERBOSITY_ENV] = str(verbosity)
     return handler
+
+
+def configure_worker_logging() -> None:
+    """In a worker process: log as the command that started it asked (lines only).
+
+    A worker's stderr is the command's, so its records (a trainer's epoch lines)
+    appear as they happen, on every executor.
+    """
+    verbosity = os.environ.get(VERBOSITY_ENV)
+    if verbosity is not None and verbosity.lstrip("-").isdigit():
+        configure_logging(int(verbosity), bars=False)
 
 
 def reset_logging() -> None:
     """Undo :func:`configure_logging`: remove its handler (closing its bars)."""
+    os.environ.pop(VERBOSITY_ENV, None)
     logger = logging.getLogger(LOGGER)
     for old in [h for h in logger.handlers if getattr(h, "_strata", False)]:
         logger.removeHandler(old)

@@ -50,6 +50,7 @@ from strata.engine.checkpoint.store import TaskEntry
 from strata.engine.checkpoint.task import TaskCheckpoints, TaskCheckpointSpec
 from strata.engine.errors import StepError
 from strata.engine.metrics import StepMetrics
+from strata.engine.progress import configure_worker_logging
 from strata.engine.runtime import Inbox, Outlet, run_task
 from strata.engine.tasks import Task
 from strata.engine.wire import pack, unpack
@@ -73,6 +74,7 @@ def main(coordinator: str, identity: bytes, step_id: str, blob: bytes) -> None:
     """Entry point of a worker process (``multiprocessing`` target)."""
     # Ctrl-C reaches the whole process group; the coordinator decides what stops.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    configure_worker_logging()
     context = zmq.Context()
     control = context.socket(zmq.DEALER)
     control.setsockopt(zmq.IDENTITY, identity)

@@ -126,3 +126,18 @@ def test_quiet_prints_no_epoch_lines(capsys: pytest.CaptureFixture[str]) -> None
     captured = capsys.readouterr()
     assert json.loads(captured.out)["status"] == "ok"  # stdout: the report alone
     assert "train: epoch 1/2" in captured.err
+
+
+@pytest.mark.multiprocess
+@pytest.mark.timeout(120)
+def test_the_process_executor_prints_epoch_lines_too() -> None:
+    """The trainer runs in a worker process there; its records reach stderr."""
+    argv = _cora("--set", "epochs=3", "--set", "patience=0", "--executor", "process")
+    with _start(argv) as proc:
+        out, _ = proc.communicate()
+    assert proc.returncode == 0, out
+    assert [line.split()[2] for line in out.splitlines() if " epoch " in line][:3] == [
+        "1/3",
+        "2/3",
+        "3/3",
+    ]
