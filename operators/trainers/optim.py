@@ -29,7 +29,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 from torch import nn
@@ -65,19 +65,21 @@ class Adam:
     beta1: float = 0.9
     beta2: float = 0.999
     eps: float = 1e-8
+    #: The torch optimiser these settings configure.
+    torch_class: ClassVar[type[torch.optim.Optimizer]] = torch.optim.Adam
 
     def __post_init__(self) -> None:
-        _check_betas(self.beta1, self.beta2, self.eps, "Adam")
+        _check_betas(self.beta1, self.beta2, self.eps, type(self).__name__)
 
     def build(self, groups: list[dict[str, Any]], lr: float) -> torch.optim.Optimizer:
         """The torch optimiser over parameter ``groups``."""
-        return torch.optim.Adam(
+        return self.torch_class(  # type: ignore[call-arg]
             groups, lr=lr, betas=(self.beta1, self.beta2), eps=self.eps
         )
 
 
 @dataclass(frozen=True, slots=True)
-class AdamW:
+class AdamW(Adam):
     """AdamW: decoupled weight decay (Loshchilov & Hutter, ICLR 2019, arXiv:1711.05101).
 
     Attributes:
@@ -86,18 +88,7 @@ class AdamW:
         eps: added to the denominator.
     """
 
-    beta1: float = 0.9
-    beta2: float = 0.999
-    eps: float = 1e-8
-
-    def __post_init__(self) -> None:
-        _check_betas(self.beta1, self.beta2, self.eps, "AdamW")
-
-    def build(self, groups: list[dict[str, Any]], lr: float) -> torch.optim.Optimizer:
-        """The torch optimiser over parameter ``groups``."""
-        return torch.optim.AdamW(
-            groups, lr=lr, betas=(self.beta1, self.beta2), eps=self.eps
-        )
+    torch_class: ClassVar[type[torch.optim.Optimizer]] = torch.optim.AdamW
 
 
 @dataclass(frozen=True, slots=True)
