@@ -1,6 +1,8 @@
 """Graph partitioners, their metrics, two-level chunking and the PartitionBook.
 
-Multilevel k-way (METIS-style), GREM, streaming LDG/Fennel, HDRF vertex-cut.
+Multilevel k-way (METIS-style), GREM, streaming LDG/Fennel, HDRF vertex-cut, and the
+optional external engines pymetis and KaHIP (:mod:`strata.partition.backends`);
+:func:`resolve` picks one by name (:mod:`strata.partition.methods`).
 
 A plain library: it imports ``storage`` (for :class:`~strata.storage.CSRGraph`), numpy
 and numba only, and does no I/O. Every partitioner is a frozen config with
@@ -16,6 +18,12 @@ Examples:
     4.0
 """
 
+from strata.partition.backends import (
+    KahipMode,
+    KahipPartitioner,
+    PymetisPartitioner,
+    backend_available,
+)
 from strata.partition.baselines import (
     HashPartitioner,
     MetisReference,
@@ -39,6 +47,7 @@ from strata.partition.grem import (
 )
 from strata.partition.hdrf import EdgeOrder, HDRFPartitioner, HDRFState
 from strata.partition.load_plan import LoadMode, LoadPlan, plan_loads
+from strata.partition.methods import METHODS, resolve
 from strata.partition.metrics import (
     as_undirected_simple,
     balance,
@@ -54,6 +63,7 @@ from strata.partition.streaming import FennelPartitioner, LDGPartitioner, Stream
 from strata.partition.types import CutKind, Partition, Partitioner, PartitionReport
 
 __all__ = [
+    "METHODS",
     "ArrayEdgeChunks",
     "ChunkConfig",
     "ChunkMethod",
@@ -68,6 +78,8 @@ __all__ = [
     "HDRFPartitioner",
     "HDRFState",
     "HashPartitioner",
+    "KahipMode",
+    "KahipPartitioner",
     "LDGPartitioner",
     "LoadMode",
     "LoadPlan",
@@ -79,10 +91,12 @@ __all__ = [
     "PartitionKeyError",
     "PartitionReport",
     "Partitioner",
+    "PymetisPartitioner",
     "RandomPartitioner",
     "ScoreDType",
     "StreamOrder",
     "as_undirected_simple",
+    "backend_available",
     "balance",
     "balance_cap",
     "build_book",
@@ -92,5 +106,6 @@ __all__ = [
     "order_chunks",
     "plan_loads",
     "replication_factor",
+    "resolve",
     "split_chunks",
 ]

@@ -266,8 +266,12 @@ def build_report(
     config: object,
     node_weights: Int64Array | None = None,
     train_mask: BoolArray | None = None,
+    backend: str | None = None,
 ) -> PartitionReport:
-    """Report of an edge-cut partition of the simple graph ``simple``."""
+    """Report of an edge-cut partition of the simple graph ``simple``.
+
+    ``backend`` names the engine that ran (default ``strata-<method>``).
+    """
     weights = NO_WEIGHTS if simple.edge_weight is None else simple.edge_weight
     cut, total, halos, degree_sums = cut_stats(
         simple.indptr, simple.indices, weights, assignment, k
@@ -296,6 +300,7 @@ def build_report(
         phase_seconds=dict(phase_seconds),
         peak_rss_bytes=None,
         config=config_dict(config),
+        backend=backend or f"strata-{method}",
     )
 
 
@@ -310,6 +315,7 @@ def edge_cut_partition(
     phase_seconds: Mapping[str, float],
     config: object,
     node_weights: Int64Array | None = None,
+    backend: str | None = None,
 ) -> Partition:
     """Wrap an assignment of ``simple``'s vertices as an edge-cut :class:`Partition`."""
     a = np.ascontiguousarray(assignment, dtype=np.int32)
@@ -323,5 +329,6 @@ def edge_cut_partition(
         phase_seconds=phase_seconds,
         config=config,
         node_weights=node_weights,
+        backend=backend,
     )
     return Partition(CutKind.EDGE_CUT, k, a, None, report)

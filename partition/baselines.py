@@ -6,8 +6,9 @@
 * :class:`RandomPartitioner`: a seeded random assignment with part sizes as equal
   as the vertex weights allow (round-robin over a random order), so it meets the
   cap for unit weights. The "no worse than random" bar of the property tests.
-* :class:`MetisReference`: pymetis (METIS 5, k-way, ``recursive=False``) for tests
-  and benchmarks. pymetis is an optional dependency, imported on first use.
+* ``MetisReference``: pymetis (METIS 5, k-way, ``recursive=False``) for tests and
+  benchmarks, the :class:`~strata.partition.backends.PymetisPartitioner` of the
+  optional ``metis`` extra, imported on first use.
 
 Examples:
     >>> import numpy as np
@@ -28,15 +29,14 @@ from dataclasses import dataclass
 import numpy as np
 
 from strata.partition._graph import (
-    PhaseTimer,
     edge_cut_partition,
     fill_lightest,
     prepare,
 )
 from strata.partition._jit import njit
 from strata.partition._params import check_settings
-from strata.partition._types import Float64Array, Int32Array
-from strata.partition.errors import PartitionError
+from strata.partition._types import Float64Array
+from strata.partition.backends import PymetisPartitioner
 from strata.partition.types import Partition
 from strata.storage import CSRGraph
 from strata.storage.generators.hashing import splitmix64
@@ -135,77 +135,6 @@ class RandomPartitioner:
         )
 
 
-@dataclass(frozen=True, slots=True)
-class MetisReference:
-    """pymetis k-way (METIS 5) with Strata's conventions, for tests and benchmarks.
-
-    Passes ``recursive=False`` (pymetis otherwise runs recursive bisection for
-    ``k <= 8``), ``ufactor = 1000 * eps`` and the seed. Requires ``pymetis``.
-
-    Attributes:
-        k: number of parts.
-        imbalance: eps (METIS ``ufactor / 1000``).
-        seed: METIS seed (note: METIS seeds 0 and 1 give the same result).
-        recursive: use recursive bisection instead of k-way.
-    """
-
-    k: int
-    imbalance: float = 0.03
-    seed: int = 0
-    recursive: bool = False
-
-    def __post_init__(self) -> None:
-        check_settings(
-            "MetisReference",
-            ints={"k": self.k, "seed": self.seed},
-            floats={"imbalance": self.imbalance},
-        )
-
-    def partition(
-        self, graph: CSRGraph, *, node_weights: Float64Array | None = None
-    ) -> Partition:
-        """Run pymetis on the undirected simple graph.
-
-        Raises:
-            PartitionError: when pymetis is not installed, or on bad input.
-        """
-        where = "MetisReference"
-        try:
-            import pymetis
-        except ImportError as exc:  # pragma: no cover - optional dependency
-            raise PartitionError.build(
-                "pymetis",
-                where,
-                "pymetis installed",
-                "ImportError",
-                "pip install pymetis (a dev extra)",
-            ) from exc
-        simple, wgraph = prepare(graph, self.k, node_weights, where)
-        timer = PhaseTimer()
-        start = time.perf_counter()
-        adjacency = pymetis.CSRAdjacency(
-            wgraph.xadj.astype(np.int32), wgraph.adjncy.astype(np.int32)
-        )
-        weighted = simple.edge_weight is not None
-        options = pymetis.Options(ufactor=round(1000 * self.imbalance), seed=self.seed)
-        with timer.phase("metis"):
-            _, parts = pymetis.part_graph(
-                self.k,
-                adjacency,
-                vweights=None if node_weights is None else wgraph.vwgt.astype(np.int32),
-                eweights=wgraph.adjwgt.astype(np.int32) if weighted else None,
-                recursive=self.recursive,
-                options=options,
-            )
-        assignment: Int32Array = np.asarray(parts, dtype=np.int32)
-        return edge_cut_partition(
-            method="pymetis-rb" if self.recursive else "pymetis",
-            k=self.k,
-            seed=self.seed,
-            simple=simple,
-            assignment=assignment,
-            seconds=time.perf_counter() - start,
-            phase_seconds=timer.seconds,
-            config=self,
-            node_weights=None if node_weights is None else wgraph.vwgt,
-        )
+#: pymetis k-way with Strata's conventions, under the name the tests and benchmarks
+#: use (the engine itself lives in ``strata.partition.backends``).
+MetisReference = PymetisPartitioner

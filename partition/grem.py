@@ -724,5 +724,6 @@ def _stream_partition(
         phase_seconds=dict(phases),
         peak_rss_bytes=None,
         config=config_dict(config),
+        backend="strata-grem",
     )
     return Partition(CutKind.EDGE_CUT, k, part, None, report)

@@ -328,5 +328,6 @@ class HDRFPartitioner:
             phase_seconds={"stream": seconds},
             peak_rss_bytes=None,
             config=config_dict(self),
+            backend="strata-hdrf",
         )
         return Partition(CutKind.VERTEX_CUT, self.k, masters, edge_parts, report)

@@ -101,6 +101,7 @@ class MultilevelPartitioner:
             phase_seconds=timer.seconds,
             config=self,
             node_weights=None if node_weights is None else wgraph.vwgt,
+            backend="strata-multilevel",
         )
 
     def partition_weighted(

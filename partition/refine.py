@@ -641,6 +641,7 @@ class GreedyKWayRefiner:
             seconds=seconds,
             phase_seconds={"refine": seconds},
             config=self,
+            backend=f"{part.report.backend}+strata-refine",
         )
 
     def refine_arrays(

@@ -11,10 +11,10 @@ Examples:
     >>> from strata.partition.baselines import HashPartitioner
     >>> g = CSRGraph.from_edges(np.array([0, 1, 2, 3]), np.array([1, 2, 3, 0]))
     >>> p = HashPartitioner(k=2).partition(g)
-    >>> p.kind, p.k, p.assignment.dtype, p.report.method
-    (<CutKind.EDGE_CUT: 'edge_cut'>, 2, dtype('int32'), 'hash')
+    >>> p.kind, p.k, p.assignment.dtype, p.report.method, p.report.backend
+    (<CutKind.EDGE_CUT: 'edge_cut'>, 2, dtype('int32'), 'hash', 'strata-hash')
     >>> sorted(p.report.to_dict())[:4]
-    ['config', 'edge_balance', 'edge_cut', 'edge_cut_fraction']
+    ['backend', 'config', 'edge_balance', 'edge_cut']
 """
 
 from __future__ import annotations
@@ -63,6 +63,10 @@ class PartitionReport:
         peak_rss_bytes: extra peak resident memory, set only by an isolated run
             (CLI, benchmarks): ``ru_maxrss`` minus the RSS after the input loaded.
         config: the partitioner's frozen config as plain data.
+        backend: the engine that computed the assignment: ``strata-<name>`` for
+            Strata's own (``strata-multilevel``, ``strata-grem``, ...), or an
+            external library (``pymetis``, ``kahip``; see
+            ``strata.partition.backends``).
     """
 
     method: str
@@ -81,6 +85,7 @@ class PartitionReport:
     phase_seconds: Mapping[str, float] = field(default_factory=dict)
     peak_rss_bytes: int | None = None
     config: Mapping[str, object] = field(default_factory=dict)
+    backend: str = "strata"
 
     @property
     def imbalance(self) -> float:
@@ -91,6 +96,7 @@ class PartitionReport:
         """Plain JSON-ready data, ``imbalance`` included."""
         return {
             "method": self.method,
+            "backend": self.backend,
             "k": self.k,
             "seed": self.seed,
             "num_nodes": self.num_nodes,

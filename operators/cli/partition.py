@@ -2,7 +2,8 @@
 
 Usage::
 
-    strata partition GRAPH --k K [--method metis|grem|ldg|fennel|hdrf|random|hash]
+    strata partition GRAPH --k K [--method metis|kahip|multilevel|grem|ldg|fennel|
+                     hdrf|random|hash]
                      [--seed N] [--imbalance EPS] [--passes P] [--halo-hops H]
                      [--chunks M] [--out DIR] [--report PATH] [--data-dir D]
                      [--assignments FILE.parquet|FILE.csv]
@@ -11,6 +12,10 @@ Usage::
 ``planetoid:cora``, ``rmat:scale=16,edge_factor=16,seed=0``, ``sbm:n=10000,blocks=8``,
 ``rgg:n=100000,radius=0.005``, a dataset directory or an edge-list file. Graphs are
 read as undirected (directed inputs are symmetrised, see ``strata.partition.metrics``).
+``--method`` resolves through :func:`strata.partition.resolve`: ``metis`` runs pymetis
+when it is installed, else Strata's multilevel (also ``--method multilevel``);
+``kahip`` needs KaHIP (``pip install 'strata-gnn[kahip]'``). The report's ``backend``
+and the summary line name the engine that ran.
 
 ``--out DIR`` stores the :class:`~strata.partition.book.PartitionBook` (with ``--chunks
 M`` its level-2 split) as the array group ``partition/<method>-k<K>`` of the dataset
@@ -38,11 +43,11 @@ Examples:
     >>> args = parser.parse_args(["sbm:n=400,blocks=4,features=0", "--k", "4",
     ...                           "--out", out, "--report", report])
     >>> cmd.run(args)  # doctest: +ELLIPSIS
-    metis k=4: edge_cut_fraction=0.2... imbalance=1.0... seconds=... -> ...
+    metis k=4: edge_cut_fraction=... imbalance=1.0... seconds=... backend=... -> ...
     0
     >>> with open(report) as f:
     ...     sorted(json.load(f))[:4]
-    ['book', 'config', 'edge_balance', 'edge_cut']
+    ['backend', 'book', 'config', 'edge_balance']
 """
 
 from __future__ import annotations
@@ -67,45 +72,28 @@ from strata.engine.checks import is_stdout
 from strata.engine.cli import reserve_stdout
 from strata.operators.io.partition_book import book_name, save_partition_book
 from strata.partition import (
+    METHODS,
     ChunkConfig,
-    FennelPartitioner,
-    GremPartitioner,
-    HashPartitioner,
-    HDRFPartitioner,
-    LDGPartitioner,
-    MultilevelPartitioner,
     Partition,
     Partitioner,
     PartitionError,
-    RandomPartitioner,
     build_book,
+    resolve,
     split_chunks,
 )
 from strata.storage import CSRGraph, StorageError
 from strata.storage.spec import load_graph
 
 _WHERE = "strata partition"
-METHODS = ("metis", "grem", "ldg", "fennel", "hdrf", "random", "hash")
 ASSIGNMENT_SUFFIXES = (".parquet", ".pq", ".csv")
 
 
 def make_partitioner(
     method: str, k: int, *, seed: int, imbalance: float, passes: int | None
 ) -> Partitioner:
-    """The partitioner a CLI ``--method`` names, with its defaults."""
-    if method == "metis":
-        return MultilevelPartitioner(k, imbalance, seed=seed)
-    if method == "grem":
-        return GremPartitioner(k, imbalance, passes=passes or 5, seed=seed)
-    if method == "ldg":
-        return LDGPartitioner(k, imbalance, passes=passes or 1, seed=seed)
-    if method == "fennel":
-        return FennelPartitioner(k, imbalance, passes=passes or 1, seed=seed)
-    if method == "hdrf":
-        return HDRFPartitioner(k, seed=seed)
-    if method == "random":
-        return RandomPartitioner(k, seed=seed)
-    return HashPartitioner(k, seed=seed)
+    """The partitioner a CLI ``--method`` names (:func:`strata.partition.resolve`)."""
+    partitioner, _ = resolve(method, k=k, imbalance=imbalance, seed=seed, passes=passes)
+    return partitioner
 
 
 def write_assignments(path: Path, node_ids: np.ndarray, parts: np.ndarray) -> None:
@@ -139,7 +127,7 @@ class PartitionCommand:
     """``strata partition GRAPH --k K ...`` (see the module doc)."""
 
     name = "partition"
-    help = "partition a graph (metis, grem, ldg, fennel, hdrf, random, hash)"
+    help = "partition a graph (metis, kahip, multilevel, grem, ldg, fennel, hdrf, ...)"
 
     def configure(self, parser: argparse.ArgumentParser) -> None:
         """Add the arguments."""
@@ -229,7 +217,8 @@ class PartitionCommand:
             f"edge_cut_fraction={report['edge_cut_fraction']:.4f} "
             f"imbalance={report['imbalance']:.4f} "
             f"seconds={report['seconds']:.3f} "
-            f"peak_rss_bytes={report['peak_rss_bytes']} -> {args.out or '-'}",
+            f"peak_rss_bytes={report['peak_rss_bytes']} "
+            f"backend={report['backend']} -> {args.out or '-'}",
             file=sys.stderr if is_stdout(args.report) else sys.stdout,
         )
         return 0
