@@ -27,7 +27,7 @@ from strata.storage.dataset.model import NAME_PATTERN, GraphDataset
 from strata.storage.errors import GraphError
 from strata.storage.interop._guard import require
 
-_HINT = "pip install torch-geometric (or strata[pyg])"
+_HINT = "pip install torch-geometric (or strata-gnn[pyg])"
 
 
 def to_pyg(dataset: GraphDataset | CSRGraph) -> Any:

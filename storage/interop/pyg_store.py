@@ -36,7 +36,7 @@ from strata.storage.csr import CSRGraph, as_tensor
 from strata.storage.features.store import FeatureStore, Key
 from strata.storage.interop._guard import require
 
-_HINT = "pip install torch-geometric (or strata[pyg])"
+_HINT = "pip install torch-geometric (or strata-gnn[pyg])"
 _CLASSES: dict[str, Any] = {}
 
 
