@@ -54,6 +54,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import resource
 import sys
@@ -70,6 +71,7 @@ import pyarrow.parquet as pq
 from strata.engine import UsageError, at_least, check_output_dir, check_output_file
 from strata.engine.checks import is_stdout
 from strata.engine.cli import reserve_stdout
+from strata.engine.progress import progress_extra
 from strata.operators.io.partition_book import book_name, save_partition_book
 from strata.partition import (
     METHODS,
@@ -225,8 +227,10 @@ class PartitionCommand:
 
     def _partition(self, args: argparse.Namespace) -> dict[str, Any]:
         """Load, partition, save the book and write a file report; the report."""
+        _phase(0, "load")
         dataset = load_graph(args.graph, data_dir=args.data_dir)
         graph = dataset.graph
+        _phase(1, f"partition ({graph.num_nodes:,} nodes, k={args.k})")
         input_rss = int(psutil.Process().memory_info().rss)
         partitioner = make_partitioner(
             args.method,
@@ -239,6 +243,7 @@ class PartitionCommand:
         part = partitioner.partition(graph)
         wall = time.perf_counter() - start
         peak = peak_rss_bytes()
+        _phase(2, "write")
         report: dict[str, Any] = part.report.to_dict()
         report.update(
             graph=args.graph,
@@ -264,6 +269,7 @@ class PartitionCommand:
                     "a writable file path",
                     f"{str(args.report)!r} ({error.strerror or error})",
                 ) from None
+        _phase(3, "done")
         return report
 
     def _save(self, args: argparse.Namespace, graph: CSRGraph, part: Partition) -> str:
@@ -276,3 +282,20 @@ class PartitionCommand:
         return save_partition_book(
             args.out, book, name=book_name(args.method, args.k), report=part.report
         )
+
+
+_log = logging.getLogger("strata.partition")
+_PHASES = 3
+
+
+def _phase(done: int, name: str) -> None:
+    """Log a phase of the command (a bar over the phases on a terminal)."""
+    extra = progress_extra(
+        "partition phases",
+        done,
+        _PHASES,
+        unit="phase",
+        values={"phase": name},
+        done=done == _PHASES,
+    )
+    _log.info("partition: %s", name, extra=extra)

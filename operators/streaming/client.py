@@ -37,6 +37,7 @@ Examples:
 from __future__ import annotations
 
 import json
+import logging
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
@@ -44,6 +45,10 @@ from typing import Any
 
 import pyarrow as pa
 import zmq
+
+from strata.engine.progress import progress_extra
+
+_log = logging.getLogger("strata.ingest")
 
 
 def query_embeddings(
@@ -357,6 +362,7 @@ class _Sender:
         self.progress = self.start  # last time a batch was acknowledged
         self.stale_gap: int | None = None  # a gap naming an acknowledged seq
         self.sent_rows = 0
+        self.logged_at = self.start
 
     def run(self, batches: Iterable[pa.RecordBatch]) -> IngestReport:
         try:
@@ -399,8 +405,36 @@ class _Sender:
                 reply = self.client.receive(0)
             self._check_time()
             self._resend()
+            self._progress(exhausted)
         self.report.seconds = time.monotonic() - self.start
+        self._progress(exhausted, final=True)
         return self.report
+
+    def _progress(self, exhausted: bool, *, final: bool = False) -> None:
+        """Log the batches the log holds, at most once a second (a bar on a TTY)."""
+        now = time.monotonic()
+        if not final and now - self.logged_at < 1.0:
+            return
+        self.logged_at = now
+        report = self.report
+        held = report.acked_batches + report.duplicate_batches
+        total = report.batches if exhausted else None
+        extra = progress_extra(
+            f"ingest {self.client.producer_id}",
+            held,
+            total,
+            unit="batch",
+            values={"rows": f"{report.acked_rows:,}", "resends": str(report.resends)},
+            done=final,
+        )
+        _log.info(
+            "ingest %s: %d batches in the log, %s rows new, %d resends",
+            self.client.endpoint,
+            held,
+            f"{report.acked_rows:,}",
+            report.resends,
+            extra=extra,
+        )
 
     def _wait_ms(self, exhausted: bool) -> int:
         """How long to wait for replies before looking at the window again."""

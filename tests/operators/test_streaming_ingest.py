@@ -292,3 +292,16 @@ def test_strata_ingest_sends_a_file(served, tmp_path, suffix, capsys) -> None:
     assert "0 newly logged (0 rows, offsets -1..-1), 7 already held" in (
         capsys.readouterr().out
     )
+
+
+def test_send_all_logs_its_progress(served, caplog) -> None:
+    batches = [edge_updates([i], [i + 1], event_time=i) for i in range(5)]
+    with (
+        caplog.at_level("INFO", logger="strata.ingest"),
+        IngestClient(served.server.endpoint, "progress") as client,
+    ):
+        client.send_all(batches)
+    final = caplog.records[-1]
+    assert final.progress.done  # type: ignore[attr-defined]
+    assert (final.progress.n, final.progress.total) == (5, 5)  # type: ignore[attr-defined]
+    assert "5 batches in the log" in final.getMessage()
