@@ -154,8 +154,8 @@ def configure_logging(
         verbosity: -1 (``-q``): warnings and errors only; 0: also progress lines
             (one per epoch); 1 (``-v``) or more: also debug lines, with the time
             and the logger's name.
-        bars: Draw tqdm bars (default: when ``stream`` is a terminal and
-            ``verbosity`` >= 0).
+        bars: Draw tqdm bars (default: when ``stream`` and stdout are both
+            terminals and ``verbosity`` >= 0).
         stream: Where records go (default: the current stderr).
 
     Returns:
@@ -164,7 +164,9 @@ def configure_logging(
     """
     stream = stream or sys.stderr
     if bars is None:
-        bars = verbosity >= 0 and _isatty(stream)
+        # Piped output (``strata run JOB | cat``) gets lines: a bar is for a
+        # terminal session as a whole, not for a stream someone is reading.
+        bars = verbosity >= 0 and _isatty(stream) and _isatty(sys.stdout)
     # StreamHandler flushes after every record: a pipe sees each line at once.
     handler: logging.Handler = (
         BarHandler(stream) if bars else logging.StreamHandler(stream)
