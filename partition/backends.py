@@ -34,6 +34,7 @@ from __future__ import annotations
 import enum
 import importlib
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from types import ModuleType
 
@@ -119,44 +120,34 @@ class PymetisPartitioner:
         Raises:
             PartitionError: when pymetis is not installed, or on bad input.
         """
-        where = "PymetisPartitioner"
-        pymetis = import_backend("pymetis", where)
-        simple, wgraph = prepare(graph, self.k, node_weights, where)
-        timer = PhaseTimer()
-        start = time.perf_counter()
-        weighted = simple.edge_weight is not None
-        with timer.phase("metis"):
-            if self.k == 1:
-                assignment = _trivial(wgraph)
-            else:
-                adjacency = pymetis.CSRAdjacency(
-                    wgraph.xadj.astype(np.int32), wgraph.adjncy.astype(np.int32)
-                )
-                options = pymetis.Options(
-                    ufactor=round(1000 * self.imbalance), seed=self.seed
-                )
-                _, parts = pymetis.part_graph(
-                    self.k,
-                    adjacency,
-                    vweights=None
-                    if node_weights is None
-                    else wgraph.vwgt.astype(np.int32),
-                    eweights=wgraph.adjwgt.astype(np.int32) if weighted else None,
-                    recursive=self.recursive,
-                    options=options,
-                )
-                assignment = np.asarray(parts, dtype=np.int32)
-        return edge_cut_partition(
+        pymetis = import_backend("pymetis", "PymetisPartitioner")
+
+        def solve(simple: CSRGraph, wgraph: WeightedCSR) -> Int32Array:
+            adjacency = pymetis.CSRAdjacency(
+                wgraph.xadj.astype(np.int32), wgraph.adjncy.astype(np.int32)
+            )
+            options = pymetis.Options(
+                ufactor=round(1000 * self.imbalance), seed=self.seed
+            )
+            weighted = simple.edge_weight is not None
+            _, parts = pymetis.part_graph(
+                self.k,
+                adjacency,
+                vweights=None if node_weights is None else wgraph.vwgt.astype(np.int32),
+                eweights=wgraph.adjwgt.astype(np.int32) if weighted else None,
+                recursive=self.recursive,
+                options=options,
+            )
+            return np.asarray(parts, dtype=np.int32)
+
+        return _external(
+            self,
+            graph,
+            node_weights,
             method="metis",
-            k=self.k,
-            seed=self.seed,
-            simple=simple,
-            assignment=assignment,
-            seconds=time.perf_counter() - start,
-            phase_seconds=timer.seconds,
-            config=self,
-            node_weights=None if node_weights is None else wgraph.vwgt,
             backend="pymetis-rb" if self.recursive else "pymetis",
+            phase="metis",
+            solve=solve,
         )
 
 
@@ -223,36 +214,63 @@ class KahipPartitioner:
         Raises:
             PartitionError: when KaHIP is not installed, or on bad input.
         """
-        where = "KahipPartitioner"
-        kahip = import_backend("kahip", where)
-        simple, wgraph = prepare(graph, self.k, node_weights, where)
-        timer = PhaseTimer()
-        start = time.perf_counter()
-        with timer.phase("kaffpa"):
-            if self.k == 1:
-                assignment = _trivial(wgraph)
-            else:
-                _, parts = kahip.kaffpa(
-                    wgraph.vwgt.astype(np.int32),
-                    wgraph.xadj.astype(np.int32),
-                    wgraph.adjwgt.astype(np.int32),
-                    wgraph.adjncy.astype(np.int32),
-                    self.k,
-                    self.imbalance,
-                    True,  # suppress kaffpa's console output
-                    self.seed,
-                    _KAFFPA_MODE[self.mode],
-                )
-                assignment = np.asarray(parts, dtype=np.int32)
-        return edge_cut_partition(
+        kahip = import_backend("kahip", "KahipPartitioner")
+
+        def solve(simple: CSRGraph, wgraph: WeightedCSR) -> Int32Array:
+            _, parts = kahip.kaffpa(
+                wgraph.vwgt.astype(np.int32),
+                wgraph.xadj.astype(np.int32),
+                wgraph.adjwgt.astype(np.int32),
+                wgraph.adjncy.astype(np.int32),
+                self.k,
+                self.imbalance,
+                True,  # suppress kaffpa's console output
+                self.seed,
+                _KAFFPA_MODE[self.mode],
+            )
+            return np.asarray(parts, dtype=np.int32)
+
+        return _external(
+            self,
+            graph,
+            node_weights,
             method="kahip",
-            k=self.k,
-            seed=self.seed,
-            simple=simple,
-            assignment=assignment,
-            seconds=time.perf_counter() - start,
-            phase_seconds=timer.seconds,
-            config=self,
-            node_weights=None if node_weights is None else wgraph.vwgt,
             backend="kahip",
+            phase="kaffpa",
+            solve=solve,
         )
+
+
+def _external(
+    config: PymetisPartitioner | KahipPartitioner,
+    graph: CSRGraph,
+    node_weights: Float64Array | None,
+    *,
+    method: str,
+    backend: str,
+    phase: str,
+    solve: Callable[[CSRGraph, WeightedCSR], Int32Array],
+) -> Partition:
+    """Run an external library's ``solve`` on the prepared graph; report as ours.
+
+    The input checks, the undirected simple graph, the timing and the report are
+    Strata's own, so every backend's report reads the same.
+    """
+    where = type(config).__name__
+    simple, wgraph = prepare(graph, config.k, node_weights, where)
+    timer = PhaseTimer()
+    start = time.perf_counter()
+    with timer.phase(phase):
+        assignment = _trivial(wgraph) if config.k == 1 else solve(simple, wgraph)
+    return edge_cut_partition(
+        method=method,
+        k=config.k,
+        seed=config.seed,
+        simple=simple,
+        assignment=assignment,
+        seconds=time.perf_counter() - start,
+        phase_seconds=timer.seconds,
+        config=config,
+        node_weights=None if node_weights is None else wgraph.vwgt,
+        backend=backend,
+    )
