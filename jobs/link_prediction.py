@@ -35,11 +35,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from strata.engine import Pipeline
 from strata.operators.errors import OperatorError
 from strata.operators.io.datasets import load_dataset
+from strata.operators.io.task import with_features
 from strata.operators.trainers import (
     FullGraphTrainer,
     ModelConfig,
@@ -109,21 +108,6 @@ ALIASES = {
     **{name: f"train.{name}" for name in ("lr", "weight_decay", "epochs", "seed")},
     **{name: f"train.{name}" for name in ("patience", "device", "threads")},
 }
-
-
-def with_features(payload: dict[str, Any], width: int, seed: int) -> dict[str, Any]:
-    """Batch step: the payload, with ``width`` seeded Gaussian features if it has none.
-
-    Examples:
-        >>> payload = {"num_nodes": 3, "node": {}}
-        >>> with_features(payload, 2, seed=0)["node"]["x"].shape
-        (3, 2)
-    """
-    if "x" in payload["node"]:
-        return payload
-    rng = np.random.default_rng([seed, 0xFEA7])
-    x = rng.standard_normal((int(payload["num_nodes"]), width), dtype=np.float32)
-    return {**payload, "node": {**payload["node"], "x": x}}
 
 
 def build(config: LinkPredictionConfig) -> Pipeline:

@@ -14,7 +14,7 @@ import numpy as np
 
 from strata.engine import at_least, between
 
-__all__ = ["TaskConfig", "task_facts", "with_task"]
+__all__ = ["TaskConfig", "task_facts", "with_features", "with_task"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,3 +94,18 @@ def task_facts(payload: dict[str, Any]) -> dict[str, Any]:
         "num_nodes": int(payload["num_nodes"]),
         "synthesized": list(payload["meta"].get("synthesized", [])),
     }
+
+
+def with_features(payload: dict[str, Any], width: int, seed: int) -> dict[str, Any]:
+    """Batch step: the payload, with ``width`` seeded Gaussian features if it has none.
+
+    Examples:
+        >>> payload = {"num_nodes": 3, "node": {}}
+        >>> with_features(payload, 2, seed=0)["node"]["x"].shape
+        (3, 2)
+    """
+    if "x" in payload["node"]:
+        return payload
+    rng = np.random.default_rng([seed, 0xFEA7])
+    x = rng.standard_normal((int(payload["num_nodes"]), width), dtype=np.float32)
+    return {**payload, "node": {**payload["node"], "x": x}}
