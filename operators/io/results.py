@@ -187,14 +187,15 @@ def predict(model: nn.Module, data: TrainingData) -> tuple[torch.Tensor, torch.T
     if not isinstance(model, BasicGNN):
         out = model(data.graph, x)
         return out, out
-    h = x
-    for i, conv in enumerate(model.convs):
-        if i == model.num_layers - 1:
-            embeddings = h
-        h = conv(data.graph, h)
-        if i < model.num_layers - 1:
-            h = model.act(h)
-    return h, embeddings
+    seen: list[torch.Tensor] = []  # the last layer's input, from the model's forward
+    hook = model.convs[-1].register_forward_pre_hook(
+        lambda _, args: seen.append(args[1])
+    )
+    try:
+        logits = model(data.graph, x)
+    finally:
+        hook.remove()
+    return logits, seen[-1]
 
 
 def _splits(data: TrainingData) -> np.ndarray:
