@@ -55,7 +55,7 @@ def test_apply(benchmark, base, stream, rows):
             graph.apply(batch)
         return graph
 
-    graph = benchmark.pedantic(run, setup=setup, rounds=3, iterations=1)
+    graph = benchmark.pedantic(run, setup=setup, rounds=5, iterations=1)
     assert graph.num_edges > base.num_edges
     if benchmark.stats is not None:
         benchmark.extra_info.update(
@@ -74,7 +74,7 @@ def test_compact_after_stream(benchmark, base, stream):
         graph.apply(batch)
         return (graph,), {}
 
-    snap = benchmark.pedantic(lambda g: g.snapshot(), setup=setup, rounds=3)
+    snap = benchmark.pedantic(lambda g: g.snapshot(), setup=setup, rounds=5)
     assert snap.num_edges > base.num_edges
 
 

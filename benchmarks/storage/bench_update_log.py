@@ -40,7 +40,7 @@ def _bench(benchmark, batches, append):
         )
         return (logs[-1],), {}
 
-    benchmark.pedantic(append, setup=setup, rounds=3, iterations=1)
+    benchmark.pedantic(append, setup=setup, rounds=5, iterations=1)
     rows = sum(b.num_rows for b in batches)
     size = logs[-1].size_bytes
     for log in logs:
@@ -83,7 +83,7 @@ def test_read_back(benchmark, batches, tmp_path):
         def read():
             return sum(b.num_rows for _, b in log.read(0))
 
-        assert benchmark.pedantic(read, rounds=3, iterations=1) == rows
+        assert benchmark.pedantic(read, rounds=5, iterations=1) == rows
         if benchmark.stats is None:
             return
         benchmark.extra_info.update(

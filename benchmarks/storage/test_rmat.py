@@ -34,7 +34,7 @@ def test_rmat_generation(benchmark: Any, scale: int) -> None:
         rmat_edges_reference(scale, EDGE_FACTOR, seed=1)
         reference_s.append(time.perf_counter() - start)
 
-    rounds = 3 if scale >= 20 else 7
+    rounds = 5 if scale >= 20 else 7
     src, dst = benchmark.pedantic(
         rmat_edges,
         args=(scale, EDGE_FACTOR),
