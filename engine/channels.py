@@ -87,10 +87,24 @@ class Channel:
     :class:`~strata.engine.config.ChannelBounds`) and returns how long it waited, which
     the producer reports as ``blocked_s``. ``cancel`` wakes every waiter with
     :class:`Cancelled`.
+
+    Every message passes under one plain lock; the conditions are signalled only
+    when someone waits on them (the counts of waiting producers and consumers), so
+    a message that finds room and a waiting-free consumer costs two uncontended
+    lock round trips and no ``Condition.notify`` call. Producers waiting for room
+    wake when the channel has drained to half its bounds (or is empty): one thread
+    switch refills half a channel instead of one slot.
     """
 
     def __init__(self, bounds: ChannelBounds, links: int = 1) -> None:
         self.bounds = bounds
+        self._max_items = bounds.max_items
+        self._max_bytes = bounds.max_bytes
+        # Waiting producers are woken once the channel has drained to half its
+        # bounds (or is empty), not at every message taken: each wake-up is a
+        # thread switch, and they refill it in one go.
+        self._low_items = bounds.max_items // 2
+        self._low_bytes = bounds.max_bytes // 2
         self._queue: deque[tuple[Message, int]] = deque()
         # Items moved aside while their link waits for a barrier, by link.
         self._held: dict[tuple[int, int], list[int]] = {}
@@ -99,30 +113,35 @@ class Channel:
         self._lock = threading.Lock()
         self._not_full = threading.Condition(self._lock)
         self._not_empty = threading.Condition(self._lock)
+        self._putters = 0  # producers waiting for room
+        self._getters = 0  # consumers waiting for a message
         self._items = 0
         self._bytes = 0
         self._cancelled = False
         self.peak_items = 0
         self.peak_bytes = 0
 
-    def put(self, message: Message, nbytes: int) -> float:
+    def put(self, message: Delivery, nbytes: int) -> float:
         """Append a data message, waiting for room; return the seconds waited."""
         waited = 0.0
         with self._lock:
-            while not self._cancelled and (
-                self._full(nbytes) or self._link_full(message)
-            ):
-                start = time.perf_counter()
-                self._not_full.wait()
-                waited += time.perf_counter() - start
+            items = self._items
+            full = items and (
+                items >= self._max_items or self._bytes + nbytes > self._max_bytes
+            )
+            if full or (self._held and self._link_full(message)):
+                waited = self._wait_for_room(message, nbytes)
             if self._cancelled:
                 raise Cancelled
             self._queue.append((message, nbytes))
-            self._items += 1
-            self._bytes += nbytes
-            self.peak_items = max(self.peak_items, self._items)
-            self.peak_bytes = max(self.peak_bytes, self._bytes)
-            self._not_empty.notify()
+            items = self._items = self._items + 1
+            size = self._bytes = self._bytes + nbytes
+            if items > self.peak_items:
+                self.peak_items = items
+            if size > self.peak_bytes:
+                self.peak_bytes = size
+            if self._getters:
+                self._not_empty.notify()
         return waited
 
     def put_control(self, message: Message) -> None:
@@ -131,21 +150,25 @@ class Channel:
             if self._cancelled:
                 raise Cancelled
             self._queue.append((message, 0))
-            self._not_empty.notify()
+            if self._getters:
+                self._not_empty.notify()
 
     def get(self) -> Message:
         """Remove and return the oldest message, waiting for one."""
         with self._lock:
-            while not self._queue and not self._cancelled:
-                self._not_empty.wait()
-            if self._cancelled:
-                raise Cancelled
+            if not self._queue or self._cancelled:
+                self._wait_for_message()
             message, nbytes = self._queue.popleft()
-            if isinstance(message, Delivery):
+            if type(message) is Delivery:
                 self._items -= 1
                 self._bytes -= nbytes
-                # Several producers may wait for different amounts of room.
-                self._not_full.notify_all()
+                items = self._items
+                if self._putters and (
+                    not items
+                    or (items <= self._low_items and self._bytes <= self._low_bytes)
+                ):
+                    # Several producers may wait for different amounts of room.
+                    self._not_full.notify_all()
             return message
 
     def hold(self, message: Delivery | EndOfStream | Barrier) -> None:
@@ -163,7 +186,10 @@ class Channel:
                 held = self._held[(message.input, message.shard)]
                 held[0] -= 1
                 held[1] -= message.nbytes
-                self._not_full.notify_all()
+                if held[0] == 0:  # keep the put's fast path: no held links
+                    del self._held[(message.input, message.shard)]
+                if self._putters:
+                    self._not_full.notify_all()
 
     def cancel(self) -> None:
         """Stop the channel: current and future waiters raise :class:`Cancelled`."""
@@ -171,6 +197,32 @@ class Channel:
             self._cancelled = True
             self._not_full.notify_all()
             self._not_empty.notify_all()
+
+    def _wait_for_room(self, message: Delivery, nbytes: int) -> float:
+        """Wait (the lock held) until ``message`` fits or the run stops."""
+        waited = 0.0
+        self._putters += 1
+        try:
+            while not self._cancelled and (
+                self._full(nbytes) or self._link_full(message)
+            ):
+                start = time.perf_counter()
+                self._not_full.wait()
+                waited += time.perf_counter() - start
+        finally:
+            self._putters -= 1
+        return waited
+
+    def _wait_for_message(self) -> None:
+        """Wait (the lock held) for a message; raise if the run stops."""
+        self._getters += 1
+        try:
+            while not self._queue and not self._cancelled:
+                self._not_empty.wait()
+        finally:
+            self._getters -= 1
+        if self._cancelled:
+            raise Cancelled
 
     def _link_full(self, message: Message) -> bool:
         if not isinstance(message, Delivery):
@@ -183,7 +235,4 @@ class Channel:
     def _full(self, nbytes: int) -> bool:
         if self._items == 0:  # an empty channel admits even an oversized item
             return False
-        bounds = self.bounds
-        return (
-            self._items >= bounds.max_items or self._bytes + nbytes > bounds.max_bytes
-        )
+        return self._items >= self._max_items or self._bytes + nbytes > self._max_bytes

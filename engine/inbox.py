@@ -80,9 +80,25 @@ class Inbox:
 
     def next(self) -> Delivery | Barrier | CheckpointComplete | None:
         """Return the next item, aligned barrier or notice; ``None`` at the end."""
+        if not self._ready and not self._blocked and self.open_links:
+            # The per-item path: no barrier is being aligned, so a data message
+            # goes straight to the task.
+            message = self.receive()
+            if type(message) is Delivery:
+                self._take(message, False)
+                return message
+            return self._next(message)
+        return self._next(None)
+
+    def _next(
+        self, arrived: Message | None
+    ) -> Delivery | Barrier | CheckpointComplete | None:
+        """:meth:`next` for every case; ``arrived``: a message already received."""
         while True:
             message: Message
-            if self._ready:
+            if arrived is not None:
+                message, held, arrived = arrived, False, None
+            elif self._ready:
                 message, held = self._ready.popleft(), True
             elif self.open_links == 0:
                 return None

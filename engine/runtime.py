@@ -209,12 +209,14 @@ def _run_streaming(
         _drain(task, "finish", op.finish, emitter, metrics, between)
         return
     tagged = len(task.inputs) > 1
-    while (message := inbox.next()) is not None:
+    # The per-item path: everything it calls is looked up once, here.
+    receive, process = inbox.next, op.process
+    while (message := receive()) is not None:
         if isinstance(message, Delivery):
             metrics.items_in += 1
             metrics.bytes_in += message.nbytes
             item = Tagged(message.input, message.item) if tagged else message.item
-            _drain(task, "process", partial(op.process, item), emitter, metrics)
+            _drain(task, "process", process, emitter, metrics, item=item)
         elif isinstance(message, Barrier):
             checkpoint(message.checkpoint)
         else:
@@ -292,45 +294,55 @@ def _call(task: Task, method: str, fn: Callable[[], Any], metrics: StepMetrics) 
         metrics.busy_s += time.perf_counter() - start
 
 
+_NO_ITEM: Any = object()
+
+
 def _drain(
     task: Task,
     method: str,
-    produce: Callable[[], Iterable[Any] | None],
+    produce: Callable[..., Iterable[Any] | None],
     emitter: _Emitter,
     metrics: StepMetrics,
     between: Callable[[bool], None] | None = None,
+    *,
+    item: Any = _NO_ITEM,
 ) -> None:
     """Iterate an operator's outputs, timing only the operator's own code.
 
-    ``between`` runs after each output (``True``) or
+    ``produce`` is called with ``item`` when one is given (``process``), else with
+    nothing (``finish``). ``between`` runs after each output (``True``) or
     :data:`~strata.engine.operator.IDLE` (``False``): a source's checkpoint gate.
+
+    This runs once per item, so it stays lean: the error's location is only
+    worked out when there is an error.
     """
-    location = f"{task.step.location}.{method}"
-    start = time.perf_counter()
+    clock = time.perf_counter
+    emit = emitter.emit
+    start = clock()
     try:
-        outputs = produce()
-        iterator = iter(outputs if outputs is not None else ())
-        while True:
-            try:
-                item = next(iterator)
-            except StopIteration:
-                break
-            metrics.busy_s += time.perf_counter() - start
-            emitted = item is not IDLE
-            if emitted:
-                emitter.emit(item)  # raises StepError or Cancelled: not wrapped
-            if between is not None:
-                between(emitted)
-            start = time.perf_counter()
+        outputs = produce() if item is _NO_ITEM else produce(item)
+        if outputs is not None:
+            for output in outputs:
+                metrics.busy_s += clock() - start
+                emitted = output is not IDLE
+                if emitted:
+                    emit(output)  # raises StepError or Cancelled: not wrapped
+                if between is not None:
+                    between(emitted)
+                start = clock()
     except (StepError, Cancelled):
         raise
     except Exception as exc:
-        raise _wrap(task, exc, location) from exc
-    metrics.busy_s += time.perf_counter() - start
+        raise _wrap(task, exc, f"{task.step.location}.{method}") from exc
+    metrics.busy_s += clock() - start
 
 
 class _Emitter:
-    """Resolve an output's port, count it, split it by key and hand it to outlets."""
+    """Resolve an output's port, count it, split it by key and hand it to outlets.
+
+    A port whose items go to one unsharded consumer and are not collected (the
+    common case) has a *direct* outlet: its items skip the routing loop.
+    """
 
     def __init__(
         self,
@@ -344,32 +356,50 @@ class _Emitter:
         self._metrics = metrics
         self._collector = collector
         self._ports = {port: index for index, port in enumerate(task.step.ports)}
+        self._single = len(task.step.ports) == 1
+        self._direct: list[Outlet | None] = []
+        for port, routes in enumerate(task.routes):
+            direct = None
+            collected = task.step.ports[port] in task.collect
+            if len(routes) == 1 and not collected:
+                route = routes[0]
+                if route.shards == 1 or route.key is None:
+                    direct = outlets.get((port, 0, 0))
+            self._direct.append(direct)
 
     def emit(self, output: Any) -> None:
-        ports = self._task.step.ports
         if isinstance(output, Emit):
             index = self._ports.get(output.port)
             if index is None:
+                ports = list(self._task.step.ports)
                 raise _engine_error(
-                    self._task, "port", f"one of {list(ports)}", repr(output.port)
+                    self._task, "port", f"one of {ports}", repr(output.port)
                 )
             self.emit_to(index, output.item)
-        elif len(ports) == 1:
+        elif self._single:
             self.emit_to(0, output)
         else:
             raise _engine_error(
                 self._task,
                 "output",
-                f"Emit(port, item) with port in {list(ports)}",
+                f"Emit(port, item) with port in {list(self._task.step.ports)}",
                 type(output).__qualname__,
                 "a step with several ports must say where each item goes.",
             )
 
     def emit_to(self, port: int, item: Any) -> None:
-        task = self._task
         size = nbytes(item)
-        self._metrics.items_out += 1
-        self._metrics.bytes_out += size
+        metrics = self._metrics
+        metrics.items_out += 1
+        metrics.bytes_out += size
+        direct = self._direct[port]
+        if direct is not None:
+            try:
+                metrics.blocked_s += direct.put(item, size)
+            except WireError as exc:
+                raise _wrap(self._task, exc, "engine") from exc
+            return
+        task = self._task
         try:
             for r, route in enumerate(task.routes[port]):
                 if route.shards == 1 or route.key is None:

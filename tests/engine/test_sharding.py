@@ -5,12 +5,15 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from strata.engine.sharding import ShardKeyError, shard_of, split
 
 
+# No deadline: on a loaded machine the first example (Arrow's kernels warming up)
+# can take longer than hypothesis's 200 ms, and timing is not what this checks.
+@settings(deadline=None)
 @given(st.lists(st.integers(-(2**63), 2**63 - 1), min_size=1), st.integers(2, 9))
 def test_column_split_agrees_with_python_keys(keys: list[int], shards: int) -> None:
     batch = pa.record_batch({"k": pa.array(keys, pa.int64()), "row": range(len(keys))})
