@@ -37,6 +37,9 @@ from strata.storage import CSRGraph
 
 _FRACTIONAL_SCALE = 1e6
 
+#: The ``vwgt2`` of a single-constraint graph (one numba signature for both).
+NO_VWGT2 = np.zeros(0, dtype=np.int64)
+
 
 @dataclass(frozen=True, slots=True, eq=False)
 class WeightedCSR:
@@ -47,13 +50,17 @@ class WeightedCSR:
         adjncy: neighbour ids (int32), both directions of every edge.
         adjwgt: ``(nnz,)`` edge weights (symmetric): int32 while the total weight
             fits (coarse levels only merge weights), else int64.
-        vwgt: ``(n,)`` int64 vertex weights.
+        vwgt: ``(n,)`` int64 vertex weights (the first balance constraint).
+        vwgt2: ``(n,)`` int64 weights of a second balance constraint (METIS
+            ``ncon = 2``; Strata uses vertex degrees, so parts balance their edge
+            endpoints too), or an empty array when there is none.
     """
 
     xadj: Int64Array
     adjncy: Int32Array
     adjwgt: Int32Array | Int64Array
     vwgt: Int64Array
+    vwgt2: Int64Array = dataclasses.field(default_factory=lambda: NO_VWGT2)
 
     @property
     def num_nodes(self) -> int:
@@ -64,6 +71,16 @@ class WeightedCSR:
     def total_vwgt(self) -> int:
         """Sum of vertex weights."""
         return int(self.vwgt.sum())
+
+    @property
+    def has_second(self) -> bool:
+        """Whether a second balance constraint (``vwgt2``) is present."""
+        return bool(self.vwgt2.shape[0] > 0)
+
+    def with_degree_constraint(self) -> WeightedCSR:
+        """This graph with ``vwgt2`` = vertex degree (edge endpoints per vertex)."""
+        degree = np.diff(self.xadj).astype(np.int64)
+        return dataclasses.replace(self, vwgt2=degree)
 
     def unit_edge_weights(self) -> bool:
         """Whether every edge weight is equal (METIS then matches at random)."""
@@ -190,7 +207,8 @@ def without_isolated(graph: WeightedCSR) -> tuple[WeightedCSR, Int64Array, Int64
     new_id = np.cumsum(~isolated, dtype=np.int64) - 1
     xadj = np.concatenate([[0], graph.xadj[1:][~isolated]]).astype(np.int64)
     adjncy = new_id[graph.adjncy].astype(np.int32)
-    core = WeightedCSR(xadj, adjncy, graph.adjwgt, graph.vwgt[core_ids])
+    vwgt2 = graph.vwgt2[core_ids] if graph.has_second else graph.vwgt2
+    core = WeightedCSR(xadj, adjncy, graph.adjwgt, graph.vwgt[core_ids], vwgt2)
     return core, core_ids, np.flatnonzero(isolated)
 
 
@@ -220,6 +238,17 @@ def fill_lightest(pwgts: Int64Array, weights: Int64Array) -> Int32Array:
 def part_cap(vwgt: Int64Array, k: int, eps: float) -> int:
     """Integer balance cap of ``strata.partition.metrics.balance_cap``."""
     return int(balance_cap(float(vwgt.sum()), k, eps))
+
+
+#: The cap of an absent constraint: large, yet safe to add weights to in int64.
+NO_CAP = np.iinfo(np.int64).max // 4
+
+
+def second_cap(graph: WeightedCSR, k: int, eps: float | None) -> int:
+    """Cap of the second constraint (``NO_CAP`` when the graph has none)."""
+    if eps is None or not graph.has_second:
+        return int(NO_CAP)
+    return part_cap(graph.vwgt2, k, eps)
 
 
 def config_dict(config: object) -> dict[str, object]:

@@ -24,6 +24,7 @@ from strata.partition.errors import PartitionError
 _MINIMUM: dict[str, float] = {
     "seed": 0,
     "imbalance": 0,
+    "edge_imbalance": 0,
     "halo_hops": 0,
     "decay": 0,
     "lam": 0,

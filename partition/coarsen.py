@@ -153,9 +153,16 @@ def _match(
     order: np.ndarray,
     max_vwgt: int,
     heavy: bool,
+    vwgt2: np.ndarray,
+    max_vwgt2: int,
 ) -> tuple[np.ndarray, int]:
-    """The matching loop: first neighbour that fits, or heaviest edge (``heavy``)."""
+    """The matching loop: first neighbour that fits, or heaviest edge (``heavy``).
+
+    With a second constraint (``vwgt2`` not empty) a pair must fit both limits,
+    as METIS checks every constraint of a multi-constraint graph.
+    """
     n = xadj.shape[0] - 1
+    two = vwgt2.shape[0] > 0
     match = np.full(n, _UNMATCHED, dtype=np.int64)
     last = 0
     unmatched = 0
@@ -164,7 +171,7 @@ def _match(
         if match[i] != _UNMATCHED:
             continue
         partner = i
-        if vwgt[i] < max_vwgt:
+        if vwgt[i] < max_vwgt and (not two or vwgt2[i] < max_vwgt2):
             if xadj[i] == xadj[i + 1]:
                 j, last = _match_island(order, match, pi, last)
                 if j >= 0:
@@ -177,6 +184,7 @@ def _match(
                         match[k] == _UNMATCHED
                         and (not heavy or adjwgt[e] > best)
                         and vwgt[i] + vwgt[k] <= max_vwgt
+                        and (not two or vwgt2[i] + vwgt2[k] <= max_vwgt2)
                     ):
                         partner = k
                         best = adjwgt[e]
@@ -198,6 +206,8 @@ def match_random(
     vwgt: np.ndarray,
     order: np.ndarray,
     max_vwgt: int,
+    vwgt2: np.ndarray,
+    max_vwgt2: int,
 ) -> tuple[np.ndarray, int]:
     """Match each unmatched vertex to its first unmatched neighbour that fits.
 
@@ -205,7 +215,7 @@ def match_random(
     it stays single, -1 when it is left for 2-hop matching) and the count of
     vertices left unmatched although light enough to pair.
     """
-    return _match(xadj, adjncy, adjncy, vwgt, order, max_vwgt, False)
+    return _match(xadj, adjncy, adjncy, vwgt, order, max_vwgt, False, vwgt2, max_vwgt2)
 
 
 @njit(cache=True)
@@ -216,12 +226,14 @@ def match_heavy_edge(
     vwgt: np.ndarray,
     order: np.ndarray,
     max_vwgt: int,
+    vwgt2: np.ndarray,
+    max_vwgt2: int,
 ) -> tuple[np.ndarray, int]:
     """Match each unmatched vertex along its heaviest edge to an unmatched vertex.
 
     Same contract as :func:`match_random`.
     """
-    return _match(xadj, adjncy, adjwgt, vwgt, order, max_vwgt, True)
+    return _match(xadj, adjncy, adjwgt, vwgt, order, max_vwgt, True, vwgt2, max_vwgt2)
 
 
 @njit(cache=True)
@@ -381,11 +393,18 @@ def contract(
     match: np.ndarray,
     cmap: np.ndarray,
     cn: int,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Build the coarse graph: weights add up, parallel edges merge, loops vanish."""
+    vwgt2: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Build the coarse graph: weights add up, parallel edges merge, loops vanish.
+
+    Returns ``(cxadj, cadjncy, cadjwgt, cvwgt, cvwgt2)``; ``cvwgt2`` is empty when
+    ``vwgt2`` is.
+    """
     n = xadj.shape[0] - 1
+    two = vwgt2.shape[0] > 0
     cxadj = np.zeros(cn + 1, dtype=np.int64)
     cvwgt = np.empty(cn, dtype=np.int64)
+    cvwgt2 = np.empty(cn if two else 0, dtype=np.int64)
     buf_adj = np.empty(xadj[n], dtype=np.int32)
     buf_wgt = np.empty(xadj[n], dtype=adjwgt.dtype)
     slot = np.full(cn, -1, dtype=np.int64)
@@ -397,6 +416,8 @@ def contract(
             continue
         start = nedges
         cvwgt[c] = vwgt[v] if u == v else vwgt[v] + vwgt[u]
+        if two:
+            cvwgt2[c] = vwgt2[v] if u == v else vwgt2[v] + vwgt2[u]
         for x in (v, u):
             for e in range(xadj[x], xadj[x + 1]):
                 t = cmap[adjncy[e]]
@@ -416,7 +437,7 @@ def contract(
             slot[buf_adj[e]] = -1
         c += 1
         cxadj[c] = nedges
-    return cxadj, buf_adj[:nedges].copy(), buf_wgt[:nedges].copy(), cvwgt
+    return cxadj, buf_adj[:nedges].copy(), buf_wgt[:nedges].copy(), cvwgt, cvwgt2
 
 
 @njit(cache=True)
@@ -430,22 +451,32 @@ def coarsen_once(
     two_hop: bool,
     trigger: float,
     state: np.ndarray,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """One level: order, match (+2-hop), contract. Returns ``(cmap, cxadj, ...)``."""
+    vwgt2: np.ndarray,
+    max_vwgt2: int,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """One level: order, match (+2-hop), contract.
+
+    Returns ``(cmap, cxadj, cadjncy, cadjwgt, cvwgt, cvwgt2)``; pass an empty
+    ``vwgt2`` for one constraint.
+    """
     n = xadj.shape[0] - 1
     order = partial_permutation(state, n)
     if heavy:
         order = degree_order(xadj, order)
-        match, unmatched = match_heavy_edge(xadj, adjncy, adjwgt, vwgt, order, max_vwgt)
+        match, unmatched = match_heavy_edge(
+            xadj, adjncy, adjwgt, vwgt, order, max_vwgt, vwgt2, max_vwgt2
+        )
     else:
-        match, unmatched = match_random(xadj, adjncy, vwgt, order, max_vwgt)
+        match, unmatched = match_random(
+            xadj, adjncy, vwgt, order, max_vwgt, vwgt2, max_vwgt2
+        )
     if two_hop and unmatched > trigger * n:
         match_two_hop(xadj, adjncy, order, match, unmatched, trigger)
     cmap, cn = coarse_map(match)
-    cxadj, cadjncy, cadjwgt, cvwgt = contract(
-        xadj, adjncy, adjwgt, vwgt, match, cmap, cn
+    cxadj, cadjncy, cadjwgt, cvwgt, cvwgt2 = contract(
+        xadj, adjncy, adjwgt, vwgt, match, cmap, cn, vwgt2
     )
-    return cmap, cxadj, cadjncy, cadjwgt, cvwgt
+    return cmap, cxadj, cadjncy, cadjwgt, cvwgt, cvwgt2
 
 
 def coarsen(
@@ -469,6 +500,7 @@ def coarsen(
     """
     target = config.coarsen_to(graph.num_nodes, k) if coarsen_to is None else coarsen_to
     max_vwgt = int(config.max_vwgt_factor * graph.total_vwgt / max(target, 1))
+    max_vwgt2 = int(config.max_vwgt_factor * graph.vwgt2.sum() / max(target, 1))
     heavy = not graph.unit_edge_weights()
     levels: list[Level] = []
     current = graph
@@ -476,7 +508,7 @@ def coarsen(
         n = current.num_nodes
         if n <= target or current.adjncy.shape[0] <= n // 2:
             break
-        cmap, cxadj, cadjncy, cadjwgt, cvwgt = coarsen_once(
+        cmap, cxadj, cadjncy, cadjwgt, cvwgt, cvwgt2 = coarsen_once(
             current.xadj,
             current.adjncy,
             current.adjwgt,
@@ -486,8 +518,10 @@ def coarsen(
             config.two_hop,
             config.two_hop_trigger,
             state,
+            current.vwgt2,
+            max_vwgt2,
         )
-        coarse = WeightedCSR(cxadj, cadjncy, cadjwgt, cvwgt)
+        coarse = WeightedCSR(cxadj, cadjncy, cadjwgt, cvwgt, cvwgt2)
         levels.append(Level(current, cmap))
         heavy = True
         current = coarse

@@ -55,7 +55,7 @@ import enum
 import math
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Protocol
 
 import numpy as np
@@ -67,6 +67,7 @@ from strata.partition._graph import (
     config_dict,
     edge_cut_partition,
     part_cap,
+    prepare,
 )
 from strata.partition._jit import njit
 from strata.partition._params import check_settings
@@ -160,6 +161,21 @@ def _store_row(
 
 
 @njit(cache=True)
+def _lightest(size: np.ndarray, cap: float, esize: np.ndarray, ecap: float) -> int:
+    """The part with the lowest load (the larger of its two cap fractions)."""
+    best = 0
+    best_load = 0.0
+    for q in range(size.shape[0]):
+        load = size[q] / cap
+        if esize.shape[0] > 0:
+            load = max(load, esize[q] / ecap)
+        if q == 0 or load < best_load:
+            best = q
+            best_load = load
+    return best
+
+
+@njit(cache=True)
 def grem_chunk(
     src: np.ndarray,
     dst: np.ndarray,
@@ -175,14 +191,19 @@ def grem_chunk(
     penalty: bool,
     degree: np.ndarray,
     state: np.ndarray,
+    esize: np.ndarray,
+    ecap: float,
 ) -> int:
     """Process one chunk (see the module doc); return the number of moves.
 
     ``local`` is an all ``-1`` int array of size n, restored on return. Exactly one
     of ``s32`` (float32) / ``s16`` (bfloat16 bits) has rows; the other is empty.
+    ``esize`` (empty without an edge constraint) holds each part's degree sum;
+    a vertex then only goes to parts where it fits under ``ecap`` too.
     """
     m = src.shape[0]
     k = size.shape[0]
+    two = esize.shape[0] > 0
     verts = np.empty(2 * m, dtype=np.int64)
     nv = 0
     for i in range(m):
@@ -219,11 +240,12 @@ def grem_chunk(
             if p >= 0:
                 counts[p] += 1.0
         own = part[v]
+        dv = degree[v] if two else 0
         if own < 0:
             best = -1
             best_score = 0.0
             for q in range(k):
-                if size[q] + 1 > cap:
+                if size[q] + 1 > cap or (two and esize[q] + dv > ecap):
                     continue
                 score = counts[q] - alpha * gamma * size[q] ** (gamma - 1.0)
                 if (
@@ -234,12 +256,11 @@ def grem_chunk(
                     best = q
                     best_score = score
             if best < 0:
-                best = 0
-                for q in range(1, k):
-                    if size[q] < size[best]:
-                        best = q
+                best = _lightest(size, cap, esize, ecap)
             part[v] = best
             size[best] += 1
+            if two:
+                esize[best] += dv
             for q in range(k):
                 row[q] = counts[q]
             _store_row(s32, s16, v, row, bits)
@@ -267,6 +288,8 @@ def grem_chunk(
             for q in range(k):
                 if q == own or size[q] + 1 > cap:
                     continue
+                if two and esize[q] + dv > ecap:
+                    continue
                 if penalty:
                     score = row[q] * scale - alpha * gamma * size[q] ** (gamma - 1.0)
                 else:
@@ -282,6 +305,9 @@ def grem_chunk(
                 part[v] = best
                 size[own] -= 1
                 size[best] += 1
+                if two:
+                    esize[own] -= dv
+                    esize[best] += dv
                 moves += 1
         for q in range(k):
             counts[q] = 0.0
@@ -299,7 +325,14 @@ def _count_degrees(src: np.ndarray, dst: np.ndarray, degree: np.ndarray) -> None
 
 @njit(cache=True)
 def exchange_moves(
-    part: np.ndarray, size: np.ndarray, s32: np.ndarray, s16: np.ndarray, cap: float
+    part: np.ndarray,
+    size: np.ndarray,
+    s32: np.ndarray,
+    s16: np.ndarray,
+    cap: float,
+    esize: np.ndarray,
+    ecap: float,
+    degree: np.ndarray,
 ) -> int:
     """Balanced exchanges on the evidence alone; return the number of moves.
 
@@ -308,10 +341,13 @@ def exchange_moves(
     pair of parts the candidates are sorted by gain and swapped in pairs while the
     two gains sum to more than 0; then single moves fill any room left under the
     cap. Swaps keep sizes, so full parts can still trade vertices (greedy moves
-    alone freeze when every target is at its cap).
+    alone freeze when every target is at its cap). With an edge constraint
+    (``esize`` not empty) a swap or move must also keep both degree sums under
+    ``ecap``.
     """
     n = part.shape[0]
     k = size.shape[0]
+    two = esize.shape[0] > 0
     row = np.zeros(k, dtype=np.float32)
     bits = row.view(np.uint32)
     target = np.full(n, -1, dtype=np.int64)
@@ -359,6 +395,16 @@ def exchange_moves(
                 w = grouped[b]
                 if gain[u] + gain[w] <= 0:
                     break
+                if two:
+                    shift = degree[u] - degree[w]  # p loses it, q gains it
+                    if esize[q] + shift > ecap or esize[p] - shift > ecap:
+                        if shift > 0:
+                            a += 1  # u too heavy for q now: try p's next
+                        else:
+                            b += 1
+                        continue
+                    esize[p] -= shift
+                    esize[q] += shift
                 part[u] = q
                 part[w] = p
                 moves += 2
@@ -366,18 +412,28 @@ def exchange_moves(
                 b += 1
             while a < a_end and size[q] + 1 <= cap:
                 u = grouped[a]
+                a += 1
+                if two:
+                    if esize[q] + degree[u] > ecap:
+                        continue
+                    esize[p] -= degree[u]
+                    esize[q] += degree[u]
                 part[u] = q
                 size[p] -= 1
                 size[q] += 1
                 moves += 1
-                a += 1
             while b < b_end and size[p] + 1 <= cap:
                 w = grouped[b]
+                b += 1
+                if two:
+                    if esize[p] + degree[w] > ecap:
+                        continue
+                    esize[q] -= degree[w]
+                    esize[p] += degree[w]
                 part[w] = p
                 size[q] -= 1
                 size[p] += 1
                 moves += 1
-                b += 1
     return moves
 
 
@@ -401,55 +457,78 @@ def decay_scores(s32: np.ndarray, s16: np.ndarray, factor: float) -> None:
 
 @njit(cache=True)
 def finish_parts(
-    part: np.ndarray, size: np.ndarray, s32: np.ndarray, s16: np.ndarray, cap: float
+    part: np.ndarray,
+    size: np.ndarray,
+    s32: np.ndarray,
+    s16: np.ndarray,
+    cap: float,
+    esize: np.ndarray,
+    ecap: float,
+    degree: np.ndarray,
 ) -> None:
     """Place never-seen vertices on the lightest parts; evict over-cap parts.
 
-    Eviction moves, from each over-full part, the vertices whose own evidence falls
-    shortest of their best other part, to that part if it has room (else to the
-    lightest part).
+    Eviction moves, from each part over a cap (vertex count, or degree sum when
+    ``esize`` is not empty), the vertices whose own evidence falls shortest of
+    their best other part per unit of the overfull weight, to their best part
+    with room under both caps. Up to 4 rounds: a round may fill a part that a
+    later vertex needed.
     """
     n = part.shape[0]
     k = size.shape[0]
+    two = esize.shape[0] > 0
     for v in range(n):
         if part[v] < 0:
-            best = 0
-            for q in range(1, k):
-                if size[q] < size[best]:
-                    best = q
+            best = _lightest(size, cap, esize, ecap)
             part[v] = best
             size[best] += 1
-    over = False
-    for q in range(k):
-        if size[q] > cap:
-            over = True
-    if not over:
-        return
+            if two:
+                esize[best] += degree[v]
     row = np.zeros(k, dtype=np.float32)
     bits = row.view(np.uint32)
     loss = np.empty(n, dtype=np.float64)
-    for v in range(n):
-        _load_row(s32, s16, v, row, bits)
-        own = part[v]
-        other = -1e30
+    for _ in range(4):
+        over = False
         for q in range(k):
-            if q != own and row[q] > other:
-                other = row[q]
-        loss[v] = row[own] - other
-    for v in np.argsort(loss, kind="mergesort"):
-        own = part[v]
-        if size[own] <= cap:
-            continue
-        _load_row(s32, s16, v, row, bits)
-        best = -1
-        for q in range(k):
-            if q != own and size[q] + 1 <= cap and (best < 0 or row[q] > row[best]):
-                best = q
-        if best < 0:
-            continue
-        part[v] = best
-        size[own] -= 1
-        size[best] += 1
+            if size[q] > cap or (two and esize[q] > ecap):
+                over = True
+        if not over:
+            return
+        for v in range(n):
+            _load_row(s32, s16, v, row, bits)
+            own = part[v]
+            other = -1e30
+            for q in range(k):
+                if q != own and row[q] > other:
+                    other = row[q]
+            share = 1.0 / cap
+            if two and esize[own] > ecap:
+                share = degree[v] / ecap + (1.0 / cap if size[own] > cap else 0.0)
+            loss[v] = (row[own] - other) / share if share > 0 else 1e30
+        for v in np.argsort(loss, kind="mergesort"):
+            own = part[v]
+            dv = degree[v] if two else 0
+            if size[own] <= cap and (not two or esize[own] <= ecap):
+                continue
+            if two and esize[own] > ecap and dv == 0 and size[own] <= cap:
+                continue  # moving it does not help the overfull constraint
+            _load_row(s32, s16, v, row, bits)
+            best = -1
+            for q in range(k):
+                if q == own or size[q] + 1 > cap:
+                    continue
+                if two and esize[q] + dv > ecap:
+                    continue
+                if best < 0 or row[q] > row[best]:
+                    best = q
+            if best < 0:
+                continue
+            part[v] = best
+            size[own] -= 1
+            size[best] += 1
+            if two:
+                esize[own] -= dv
+                esize[best] += dv
 
 
 @dataclass(frozen=True, slots=True)
@@ -478,6 +557,11 @@ class GremPartitioner:
         gamma: Fennel exponent for first placements.
         seed: seeds the visit order inside chunks (and the default seed partitioner);
             :meth:`partition` also shuffles the edge stream with it.
+        edge_imbalance: eps of a second constraint on edges: every part's sum of
+            degrees stays at most ``max(ceil(2m / k), floor((1 + eps) 2m / k))``.
+            Costs one more pass over the stream (to count degrees first); the
+            default seed partitioner then balances the seed vertices' degrees
+            too. ``None`` (default): vertex counts only.
     """
 
     k: int
@@ -493,6 +577,7 @@ class GremPartitioner:
     score_dtype: ScoreDType = ScoreDType.FLOAT32
     gamma: float = 1.5
     seed: int = 0
+    edge_imbalance: float | None = None
 
     def __post_init__(self) -> None:
         check_settings(
@@ -508,6 +593,7 @@ class GremPartitioner:
                 "imbalance": self.imbalance,
                 "decay": self.decay,
                 "gamma": self.gamma,
+                "edge_imbalance": self.edge_imbalance,
             },
         )
 
@@ -563,8 +649,20 @@ class GremPartitioner:
         b = self.chunk_edges or b0
         part = np.full(num_nodes, -1, dtype=np.int32)
         size = np.zeros(k, dtype=np.float64)
+        degree = np.zeros(num_nodes, dtype=np.int32)
+        two = self.edge_imbalance is not None
+        esize = np.zeros(k if two else 0, dtype=np.float64)
+        ecap = 1.0
+        if self.edge_imbalance is not None:  # the cap needs every degree first
+            with timer.phase("degrees"):
+                for src, dst in edges.chunks(b):
+                    _count_degrees(src, dst, degree)
+            ecap = float(part_cap(degree.astype(np.int64), k, self.edge_imbalance))
         with timer.phase("seed"):
-            self._seed(edges, b0, num_nodes, part, size)
+            self._seed(edges, b0, num_nodes, part, size, degree if two else None)
+            if two:
+                seeded = part >= 0
+                esize += np.bincount(part[seeded], weights=degree[seeded], minlength=k)
         unit = np.ones(num_nodes, dtype=np.int64)
         cap = float(part_cap(unit, k, self.imbalance))
         alpha = m * k ** (self.gamma - 1) / num_nodes**self.gamma
@@ -572,14 +670,13 @@ class GremPartitioner:
         s32 = np.zeros((0, k) if bf16 else (num_nodes, k), dtype=np.float32)
         s16 = np.zeros((num_nodes, k) if bf16 else (0, k), dtype=np.uint16)
         local = np.full(num_nodes, -1, dtype=np.int64)
-        degree = np.zeros(num_nodes, dtype=np.int32)
         state = new_state(self.seed, stream=1)
         for i in range(self.passes):
             with timer.phase(f"pass_{i + 1}"):
                 if i > 0:
                     decay_scores(s32, s16, self.decay)
                 for src, dst in edges.chunks(b):
-                    if i == 0:
+                    if i == 0 and not two:
                         _count_degrees(src, dst, degree)
                     grem_chunk(
                         np.ascontiguousarray(src),
@@ -596,11 +693,13 @@ class GremPartitioner:
                         self.penalty,
                         degree,
                         state,
+                        esize,
+                        ecap,
                     )
                 if self.refine and self.exchange:
-                    exchange_moves(part, size, s32, s16, cap)
+                    exchange_moves(part, size, s32, s16, cap, esize, ecap, degree)
         with timer.phase("finish"):
-            finish_parts(part, size, s32, s16, cap)
+            finish_parts(part, size, s32, s16, cap, esize, ecap, degree)
         seconds = time.perf_counter() - start
         if simple is not None:
             return edge_cut_partition(
@@ -622,8 +721,13 @@ class GremPartitioner:
         num_nodes: int,
         part: Int32Array,
         size: Float64Array,
+        degree: np.ndarray | None = None,
     ) -> None:
-        """Partition the subgraph of the first ``b0`` edges into ``part``/``size``."""
+        """Partition the subgraph of the first ``b0`` edges into ``part``/``size``.
+
+        With ``degree`` (the edge constraint) and the default seed partitioner,
+        the seed vertices' full degrees are its second constraint.
+        """
         src, dst = next(iter(edges.chunks(b0)))
         ids, local = np.unique(np.concatenate([src, dst]), return_inverse=True)
         n0 = ids.shape[0]
@@ -638,10 +742,22 @@ class GremPartitioner:
             self_loops=SelfLoopPolicy.REMOVE,
             duplicates=DuplicatePolicy.REMOVE,
         )
-        partitioner = self.seed_partitioner or MultilevelPartitioner(
-            self.k, self.imbalance, seed=self.seed
-        )
-        seeded = partitioner.partition(sub).assignment
+        seeded: np.ndarray
+        if degree is not None and self.seed_partitioner is None:
+            multilevel = MultilevelPartitioner(
+                self.k,
+                self.imbalance,
+                seed=self.seed,
+                edge_imbalance=self.edge_imbalance,
+            )
+            _, wsub = prepare(sub, self.k, None, _WHERE)
+            wsub = replace(wsub, vwgt2=degree[ids].astype(np.int64))
+            seeded = multilevel.partition_weighted(wsub)
+        else:
+            partitioner = self.seed_partitioner or MultilevelPartitioner(
+                self.k, self.imbalance, seed=self.seed
+            )
+            seeded = partitioner.partition(sub).assignment
         part[ids] = seeded
         size += np.bincount(seeded, minlength=self.k)
 

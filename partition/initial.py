@@ -472,6 +472,7 @@ def multilevel_bisect(
     pwgts = np.zeros(2, dtype=np.int64)
     two_hop = True
     trigger = 0.1
+    no_second = np.zeros(0, dtype=np.int64)
     for t in range(tries):
         gx = [xadj]
         ga = [adjncy.astype(np.int32)]
@@ -484,8 +485,18 @@ def multilevel_bisect(
             cnv = cx.shape[0] - 1
             if cnv <= coarsen_to or cx[cnv] <= cnv // 2:
                 break
-            cmap, nx, na, nw, nv = coarsen_once(
-                cx, ga[-1], gw[-1], gv[-1], max_vwgt, heavy, two_hop, trigger, state
+            cmap, nx, na, nw, nv, _ = coarsen_once(
+                cx,
+                ga[-1],
+                gw[-1],
+                gv[-1],
+                max_vwgt,
+                heavy,
+                two_hop,
+                trigger,
+                state,
+                no_second,
+                0,
             )
             cmaps.append(cmap)
             gx.append(nx)

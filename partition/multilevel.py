@@ -24,17 +24,19 @@ Examples:
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
 from strata.partition._graph import (
+    NO_VWGT2,
     PhaseTimer,
     WeightedCSR,
     edge_cut_partition,
     fill_lightest,
     part_cap,
     prepare,
+    second_cap,
     without_isolated,
 )
 from strata.partition._params import check_settings
@@ -61,6 +63,10 @@ class MultilevelPartitioner:
         seed: random seed; the same seed gives the same assignment.
         coarsening: coarsening constants.
         initial: initial-partitioning constants.
+        edge_imbalance: eps of a second balance constraint on edges (METIS
+            ``ncon = 2`` with vertex weights ``[w, degree]``): every part's sum
+            of degrees stays at most ``max(ceil(2m / k), floor((1 + eps) 2m / k))``
+            as well. ``None`` (default) balances vertices only.
     """
 
     k: int
@@ -69,12 +75,13 @@ class MultilevelPartitioner:
     seed: int = 0
     coarsening: CoarsenConfig = field(default_factory=CoarsenConfig)
     initial: InitialConfig = field(default_factory=InitialConfig)
+    edge_imbalance: float | None = None
 
     def __post_init__(self) -> None:
         check_settings(
             _WHERE,
             ints={"k": self.k, "refine_passes": self.refine_passes, "seed": self.seed},
-            floats={"imbalance": self.imbalance},
+            floats={"imbalance": self.imbalance, "edge_imbalance": self.edge_imbalance},
         )
 
     def partition(
@@ -87,6 +94,8 @@ class MultilevelPartitioner:
                 negative / non-finite weights.
         """
         simple, wgraph = prepare(graph, self.k, node_weights, _WHERE)
+        if self.edge_imbalance is not None:
+            wgraph = wgraph.with_degree_constraint()
         timer = PhaseTimer()
         start = time.perf_counter()
         where = self.partition_weighted(wgraph, timer)
@@ -107,13 +116,21 @@ class MultilevelPartitioner:
     def partition_weighted(
         self, graph: WeightedCSR, timer: PhaseTimer | None = None
     ) -> Int32Array:
-        """Assignment of an already validated :class:`WeightedCSR` (no report)."""
+        """Assignment of an already validated :class:`WeightedCSR` (no report).
+
+        With ``edge_imbalance`` set and ``graph.vwgt2`` present, ``vwgt2`` is
+        the second constraint (``partition`` puts the degrees there).
+        """
         timer = timer or PhaseTimer()
         k = self.k
         if k == 1:
             return np.zeros(graph.num_nodes, dtype=np.int32)
         state = new_state(self.seed)
         cap = part_cap(graph.vwgt, k, self.imbalance)
+        two = self.edge_imbalance is not None and graph.has_second
+        if not two and graph.has_second:
+            graph = replace(graph, vwgt2=NO_VWGT2)
+        cap2 = second_cap(graph, k, self.edge_imbalance)
         core, core_ids, islands = without_isolated(graph)
         floor = None
         if islands.size:  # isolated vertices will fill light parts
@@ -128,7 +145,12 @@ class MultilevelPartitioner:
                 small = coarsest.num_nodes <= self.coarsening.per_part * k
                 tries = self.initial.tries or (4 if small else 5)
             where = recursive_bisection(
-                coarsest, k, self.initial, self.imbalance, state, tries
+                blended(coarsest) if two else coarsest,
+                k,
+                self.initial,
+                self.imbalance,
+                state,
+                tries,
             )
         with timer.phase("refine"):
             info, cut = new_info(coarsest, where, k)
@@ -149,6 +171,8 @@ class MultilevelPartitioner:
                     final=i == nlevels,
                     state=state,
                     floor=floor,
+                    cap2=cap2,
+                    imbalance2=self.edge_imbalance if two else None,
                 )
             if not islands.size:
                 result: Int32Array = info.where
@@ -157,3 +181,19 @@ class MultilevelPartitioner:
             full[core_ids] = info.where
             full[islands] = fill_lightest(info.pwgts.copy(), graph.vwgt[islands])
             return full
+
+
+def blended(graph: WeightedCSR) -> WeightedCSR:
+    """One weight for the initial bisections of a two-constraint graph.
+
+    ``w = w1 / W1 + w2 / W2`` (scaled to integers, mean about 16 per vertex), so
+    each bisection splits both totals about evenly on average; k-way refinement
+    then enforces each cap on its own. METIS bisects with one queue per constraint
+    instead; the blend keeps Strata's single-weight bisection code.
+    """
+    n = graph.num_nodes
+    w1 = graph.vwgt.astype(np.float64) / max(graph.total_vwgt, 1)
+    w2 = graph.vwgt2.astype(np.float64) / max(int(graph.vwgt2.sum()), 1)
+    weights = np.rint((w1 + w2) * (8.0 * n)).astype(np.int64)
+    np.maximum(weights, 1, out=weights)
+    return WeightedCSR(graph.xadj, graph.adjncy, graph.adjwgt, weights)

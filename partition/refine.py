@@ -57,7 +57,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from strata.partition._graph import WeightedCSR, edge_cut_partition, part_cap, prepare
+from strata.partition._graph import (
+    NO_CAP,
+    NO_VWGT2,
+    WeightedCSR,
+    edge_cut_partition,
+    part_cap,
+    prepare,
+)
 from strata.partition._jit import njit
 from strata.partition._params import check_settings
 from strata.partition._pq import pq_delete, pq_insert, pq_new, pq_pop, pq_update
@@ -86,6 +93,7 @@ class KWayInfo:
         npart: neighbour part ids.
         ned: edge weight to each neighbour part.
         pwgts: part weights.
+        pwgts2: part weights of the second constraint (empty without one).
     """
 
     where: np.ndarray
@@ -96,6 +104,7 @@ class KWayInfo:
     npart: np.ndarray
     ned: np.ndarray
     pwgts: np.ndarray
+    pwgts2: np.ndarray
 
 
 @njit(cache=True)
@@ -117,7 +126,9 @@ def build_info(
     where: np.ndarray,
     k: int,
     interior: np.ndarray,
+    vwgt2: np.ndarray,
 ) -> tuple[
+    np.ndarray,
     np.ndarray,
     np.ndarray,
     np.ndarray,
@@ -131,8 +142,11 @@ def build_info(
 
     ``interior[v]`` (may be empty) marks vertices known to have no outside
     neighbour (projected from an interior coarse vertex), which skips their scan.
+    ``vwgt2`` (may be empty) gives the second constraint's part weights.
     """
     n = xadj.shape[0] - 1
+    two = vwgt2.shape[0] > 0
+    pwgts2 = np.zeros(k if two else 0, dtype=np.int64)
     nstart = _capacities(xadj, k)
     npart = np.empty(nstart[n], dtype=np.int32)
     ned = np.empty(nstart[n], dtype=np.int64)
@@ -146,6 +160,8 @@ def build_info(
     for v in range(n):
         me = where[v]
         pwgts[me] += vwgt[v]
+        if two:
+            pwgts2[me] += vwgt2[v]
         if known and interior[v]:
             total = 0
             for e in range(xadj[v], xadj[v + 1]):
@@ -173,7 +189,7 @@ def build_info(
             slot[npart[base + j]] = -1
         nnbrs[v] = count
         cut += edg[v]
-    return idg, edg, nnbrs, nstart, npart, ned, pwgts, cut // 2
+    return idg, edg, nnbrs, nstart, npart, ned, pwgts, pwgts2, cut // 2
 
 
 @njit(cache=True)
@@ -215,17 +231,20 @@ def move_vertex(
 ) -> int:
     """Move ``v`` to the part of its list entry ``slot``; return the gain.
 
-    ``graph`` is ``(xadj, adjncy, adjwgt, vwgt)`` and ``info`` the arrays of
-    :class:`KWayInfo` in field order, both updated in place.
+    ``graph`` is ``(xadj, adjncy, adjwgt, vwgt, vwgt2)`` and ``info`` the arrays
+    of :class:`KWayInfo` in field order, both updated in place.
     """
-    xadj, adjncy, adjwgt, vwgt = graph
-    where, idg, edg, nnbrs, nstart, npart, ned, pwgts = info
+    xadj, adjncy, adjwgt, vwgt, vwgt2 = graph
+    where, idg, edg, nnbrs, nstart, npart, ned, pwgts, pwgts2 = info
     base = nstart[v]
     src = where[v]
     dst = npart[base + slot]
     gain = ned[base + slot] - idg[v]
     pwgts[dst] += vwgt[v]
     pwgts[src] -= vwgt[v]
+    if vwgt2.shape[0] > 0:
+        pwgts2[dst] += vwgt2[v]
+        pwgts2[src] -= vwgt2[v]
     where[v] = dst
     edg[v] += idg[v] - ned[base + slot]
     old_id = idg[v]
@@ -257,6 +276,15 @@ def move_vertex(
 
 
 @njit(cache=True)
+def _load(pw: int, cap: int, pw2: int, cap2: int, two: bool) -> float:
+    """Normalised load of a part: its weight over the cap, the larger of both."""
+    a = pw / max(cap, 1)
+    if two:
+        return max(a, pw2 / max(cap2, 1))
+    return a
+
+
+@njit(cache=True)
 def greedy_kway(
     xadj: np.ndarray,
     adjncy: np.ndarray,
@@ -277,12 +305,30 @@ def greedy_kway(
     fudge: float,
     cut: int,
     state: np.ndarray,
+    vwgt2: np.ndarray,
+    pwgts2: np.ndarray,
+    maxpw2: np.ndarray,
+    minpw2: np.ndarray,
 ) -> int:
-    """Run up to ``passes`` greedy passes (refine or balance mode); return the cut."""
-    graph = (xadj, adjncy, adjwgt, vwgt)
-    info = (where, idg, edg, nnbrs, nstart, npart, ned, pwgts)
+    """Run up to ``passes`` greedy passes (refine or balance mode); return the cut.
+
+    With a second constraint (``vwgt2`` not empty) a move must keep the target
+    under both caps (each with its own fudge), and balance mode serves parts over
+    either cap: targets are ranked by their normalised load after the move.
+    """
+    two = vwgt2.shape[0] > 0
+    graph = (xadj, adjncy, adjwgt, vwgt, vwgt2)
+    info = (where, idg, edg, nnbrs, nstart, npart, ned, pwgts, pwgts2)
     n = xadj.shape[0] - 1
     k = pwgts.shape[0]
+    fudge2 = 0.0
+    if two:  # the fudge in the second constraint's units
+        total = 0
+        total2 = 0
+        for p in range(k):
+            total += pwgts[p]
+            total2 += pwgts2[p]
+        fudge2 = fudge * total2 / max(total, 1)
     heap, keys, pos, size = pq_new(n)
     status = np.zeros(n, dtype=np.int8)
     bnd = np.empty(n, dtype=np.int64)
@@ -291,6 +337,8 @@ def greedy_kway(
             balanced = True
             for p in range(k):
                 if pwgts[p] > maxpw[p] or pwgts[p] < minpw[p]:
+                    balanced = False
+                if two and (pwgts2[p] > maxpw2[p] or pwgts2[p] < minpw2[p]):
                     balanced = False
             if balanced:
                 break
@@ -306,46 +354,57 @@ def greedy_kway(
             pq_insert(heap, keys, pos, size, v, _key(edg[v], idg[v], nnbrs[v]))
             status[v] = _PRESENT
         nmoved = 0
-        extracted = -1
         while size[0] > 0:
             v = pq_pop(heap, keys, pos, size)
             status[v] = _EXTRACTED
-            extracted += 1
             src = where[v]
             vw = vwgt[v]
-            if (balance_mode or idg[v] > 0) and pwgts[src] - vw < minpw[src]:
-                continue
+            vw2 = vwgt2[v] if two else 0
+            over = pwgts[src] > maxpw[src] or (two and pwgts2[src] > maxpw2[src])
+            if (balance_mode and not over) or (not balance_mode and idg[v] > 0):
+                if pwgts[src] - vw < minpw[src]:
+                    continue
+                if two and pwgts2[src] - vw2 < minpw2[src]:
+                    continue
             base = nstart[v]
             c = nnbrs[v]
             best = -1
             if balance_mode:
-                for j in range(c - 1, -1, -1):
+                src_load = _load(
+                    pwgts[src], maxpw[src], pwgts2[src] if two else 0,
+                    maxpw2[src] if two else 1, two,
+                )  # fmt: skip
+                best_load = 0.0
+                for j in range(c):
                     p = npart[base + j]
-                    if pwgts[p] + vw <= maxpw[p] or pwgts[p] + vw <= pwgts[src]:
+                    after = _load(
+                        pwgts[p] + vw, maxpw[p], pwgts2[p] + vw2 if two else 0,
+                        maxpw2[p] if two else 1, two,
+                    )  # fmt: skip
+                    if after > 1.0 and after > src_load:
+                        continue
+                    if best < 0 or after < best_load:
                         best = j
-                        break
+                        best_load = after
                 if best < 0:
                     continue
-                for j in range(c):
-                    if pwgts[npart[base + j]] < pwgts[npart[base + best]]:
-                        best = j
                 to = npart[base + best]
-                if (
-                    pwgts[src] < maxpw[src]
-                    and pwgts[to] > minpw[to]
-                    and ned[base + best] < idg[v]
-                ):
+                under = pwgts[to] < minpw[to] or (two and pwgts2[to] < minpw2[to])
+                if not over and not under and ned[base + best] < idg[v]:
                     continue
             else:
                 for j in range(c - 1, -1, -1):
                     p = npart[base + j]
                     gain = ned[base + j] - idg[v]
                     fits = gain >= 0 and pwgts[p] + vw <= maxpw[p] + fudge * gain
+                    if two and fits:
+                        fits = pwgts2[p] + vw2 <= maxpw2[p] + fudge2 * gain
                     if fits and (best < 0 or ned[base + j] > ned[base + best]):
                         best = j
                         continue
                     if (
-                        best >= 0
+                        fits
+                        and best >= 0
                         and ned[base + j] == ned[base + best]
                         and pwgts[p] < pwgts[npart[base + best]]
                     ):
@@ -354,13 +413,13 @@ def greedy_kway(
                     continue
                 to = npart[base + best]
                 gain = ned[base + best] - idg[v]
-                if not (
-                    gain > 0
-                    or (
-                        gain == 0
-                        and (pwgts[src] >= maxpw[src] or pwgts[src] > pwgts[to] + vw)
-                    )
-                ):
+                if gain == 0:
+                    lighter = pwgts[src] > pwgts[to] + vw
+                    if two:
+                        lighter = lighter and pwgts2[src] > pwgts2[to] + vw2
+                    if not (over or pwgts[src] >= maxpw[src] or lighter):
+                        continue
+                elif gain < 0:
                     continue
             cut -= move_vertex(graph, info, v, best)
             nmoved += 1
@@ -402,16 +461,24 @@ def enforce_cap(
     pwgts: np.ndarray,
     cap: int,
     cut: int,
+    vwgt2: np.ndarray,
+    pwgts2: np.ndarray,
+    cap2: int,
 ) -> int:
-    """Move the cheapest vertices out of parts above ``cap``; return the cut."""
-    graph = (xadj, adjncy, adjwgt, vwgt)
-    info = (where, idg, edg, nnbrs, nstart, npart, ned, pwgts)
+    """Move the cheapest vertices out of parts above a cap; return the cut.
+
+    A vertex leaves a part over either cap for the best part with room under
+    both; its cost is the cut it adds per unit of the overfull constraint.
+    """
+    two = vwgt2.shape[0] > 0
+    graph = (xadj, adjncy, adjwgt, vwgt, vwgt2)
+    info = (where, idg, edg, nnbrs, nstart, npart, ned, pwgts, pwgts2)
     n = xadj.shape[0] - 1
     k = pwgts.shape[0]
-    for _ in range(4):
+    for _ in range(6):
         over = False
         for p in range(k):
-            if pwgts[p] > cap:
+            if pwgts[p] > cap or (two and pwgts2[p] > cap2):
                 over = True
         if not over:
             break
@@ -419,27 +486,40 @@ def enforce_cap(
         loss = np.empty(n, dtype=np.float64)
         count = 0
         for v in range(n):
-            if pwgts[where[v]] <= cap:
+            p = where[v]
+            over1 = pwgts[p] > cap
+            over2 = two and pwgts2[p] > cap2
+            if not (over1 or over2):
+                continue
+            share = 0.0
+            if over1:
+                share += vwgt[v] / max(cap, 1)
+            if over2:
+                share += vwgt2[v] / max(cap2, 1)
+            if share <= 0:
                 continue
             best = 0
             for j in range(nnbrs[v]):
                 best = max(best, ned[nstart[v] + j])
             cand[count] = v
-            loss[count] = (idg[v] - best) / max(vwgt[v], 1)
+            loss[count] = (idg[v] - best) / share
             count += 1
         order = np.argsort(loss[:count], kind="mergesort")
         for i in order:
             v = cand[i]
             src = where[v]
             vw = vwgt[v]
-            if pwgts[src] <= cap:
+            vw2 = vwgt2[v] if two else 0
+            if pwgts[src] <= cap and (not two or pwgts2[src] <= cap2):
                 continue
             base = nstart[v]
             best = -1
             for j in range(nnbrs[v]):
                 p = npart[base + j]
-                if pwgts[p] + vw <= cap and (
-                    best < 0 or ned[base + j] > ned[base + best]
+                if (
+                    pwgts[p] + vw <= cap
+                    and (not two or pwgts2[p] + vw2 <= cap2)
+                    and (best < 0 or ned[base + j] > ned[base + best])
                 ):
                     best = j
             if best >= 0:
@@ -447,19 +527,25 @@ def enforce_cap(
                 continue
             # No adjacent part has room: the lightest part anywhere (a new entry).
             target = -1
+            target_load = 0.0
             for p in range(k):
-                if (
-                    p != src
-                    and pwgts[p] + vw <= cap
-                    and (target < 0 or pwgts[p] < pwgts[target])
-                ):
+                if p == src or pwgts[p] + vw > cap:
+                    continue
+                if two and pwgts2[p] + vw2 > cap2:
+                    continue
+                load = _load(pwgts[p], cap, pwgts2[p] if two else 0, cap2, two)
+                if target < 0 or load < target_load:
                     target = p
+                    target_load = load
             if target < 0:
                 continue
             if xadj[v] == xadj[v + 1]:  # isolated: no degrees to update
                 where[v] = target
                 pwgts[target] += vw
                 pwgts[src] -= vw
+                if two:
+                    pwgts2[target] += vw2
+                    pwgts2[src] -= vw2
                 continue
             c = nnbrs[v]
             if c == min(xadj[v + 1] - xadj[v], k):
@@ -486,10 +572,11 @@ def new_info(
 ) -> tuple[KWayInfo, int]:
     """Refinement state of ``graph`` under ``where``, and its cut."""
     mask = np.empty(0, dtype=np.bool_) if interior is None else interior
-    idg, edg, nnbrs, nstart, npart, ned, pwgts, cut = build_info(
-        graph.xadj, graph.adjncy, graph.adjwgt, graph.vwgt, where, k, mask
+    idg, edg, nnbrs, nstart, npart, ned, pwgts, pwgts2, cut = build_info(
+        graph.xadj, graph.adjncy, graph.adjwgt, graph.vwgt, where, k, mask, graph.vwgt2
     )
-    return KWayInfo(where, idg, edg, nnbrs, nstart, npart, ned, pwgts), int(cut)
+    info = KWayInfo(where, idg, edg, nnbrs, nstart, npart, ned, pwgts, pwgts2)
+    return info, int(cut)
 
 
 def project_info(
@@ -501,17 +588,63 @@ def project_info(
     return new_info(fine, where, k, interior)
 
 
+@dataclass(frozen=True, slots=True, eq=False)
+class Bounds:
+    """Per-part weight limits of one level, for both constraints.
+
+    Attributes:
+        maxpw: caps of the first constraint.
+        minpw: floors of the first constraint.
+        maxpw2: caps of the second constraint (empty without one).
+        minpw2: floors of the second constraint.
+    """
+
+    maxpw: np.ndarray
+    minpw: np.ndarray
+    maxpw2: np.ndarray
+    minpw2: np.ndarray
+
+    def over(self, info: KWayInfo, slack: float = 0.0) -> bool:
+        """Whether a part exceeds a cap (by more than ``slack`` of the mean)."""
+        k = self.maxpw.shape[0]
+        pw = info.pwgts
+        if (pw > self.maxpw + slack * pw.sum() / k).any():
+            return True
+        pw2 = info.pwgts2
+        return bool(
+            pw2.shape[0] > 0 and (pw2 > self.maxpw2 + slack * pw2.sum() / k).any()
+        )
+
+
+def level_bounds(
+    info: KWayInfo,
+    cap: int,
+    imbalance: float,
+    floor: int | None,
+    cap2: int = int(NO_CAP),
+    imbalance2: float | None = None,
+) -> Bounds:
+    """The :class:`Bounds` of a level (the second pair only when it has ``pwgts2``)."""
+    k = info.pwgts.shape[0]
+    maxpw, minpw = _bounds(int(info.pwgts.sum()), k, cap, imbalance, floor)
+    if info.pwgts2.shape[0] == 0 or imbalance2 is None:
+        empty = np.zeros(0, dtype=np.int64)
+        return Bounds(maxpw, minpw, empty, empty)
+    maxpw2, minpw2 = _bounds(int(info.pwgts2.sum()), k, cap2, imbalance2, None)
+    return Bounds(maxpw, minpw, maxpw2, minpw2)
+
+
 def _greedy(
     graph: WeightedCSR,
     info: KWayInfo,
-    maxpw: np.ndarray,
-    minpw: np.ndarray,
+    bounds: Bounds,
     passes: int,
     balance: bool,
     fudge: float,
     cut: int,
     state: np.ndarray,
 ) -> int:
+    two = bounds.maxpw2.shape[0] > 0
     return int(
         greedy_kway(
             graph.xadj,
@@ -526,13 +659,17 @@ def _greedy(
             info.npart,
             info.ned,
             info.pwgts,
-            maxpw,
-            minpw,
+            bounds.maxpw,
+            bounds.minpw,
             passes,
             balance,
             fudge,
             cut,
             state,
+            graph.vwgt2 if two else NO_VWGT2,
+            info.pwgts2 if two else NO_VWGT2,
+            bounds.maxpw2,
+            bounds.minpw2,
         )
     )
 
@@ -550,6 +687,8 @@ def refine_level(
     state: np.ndarray,
     fudge: float = 5.0,
     floor: int | None = None,
+    cap2: int = int(NO_CAP),
+    imbalance2: float | None = None,
 ) -> int:
     """One uncoarsening step of METIS's ``RefineKWay``; return the cut.
 
@@ -557,18 +696,18 @@ def refine_level(
     than ``eps + 2%``; ``final`` adds the closing balance + strict refinement round
     and :func:`enforce_cap`, so the result meets the cap. ``floor`` overrides the
     minimum part weight (isolated vertices will fill light parts later).
+    ``cap2``/``imbalance2`` bound the second constraint (``graph.vwgt2``) the
+    same way; without ``imbalance2`` it is ignored.
     """
-    pw = info.pwgts
-    k = pw.shape[0]
-    total = int(pw.sum())
-    maxpw, minpw = _bounds(total, k, cap, imbalance, floor)
-    if balance_first and pw.max() > cap + 0.02 * total / k:
-        cut = _greedy(graph, info, maxpw, minpw, 1, True, 0.0, cut, state)
-    cut = _greedy(graph, info, maxpw, minpw, passes, False, fudge, cut, state)
-    if final and pw.max() > cap:
-        cut = _greedy(graph, info, maxpw, minpw, 10, True, 0.0, cut, state)
-        cut = _greedy(graph, info, maxpw, minpw, passes, False, 0.0, cut, state)
-    if final and pw.max() > cap:
+    bounds = level_bounds(info, cap, imbalance, floor, cap2, imbalance2)
+    two = bounds.maxpw2.shape[0] > 0
+    if balance_first and bounds.over(info, 0.02):
+        cut = _greedy(graph, info, bounds, 1, True, 0.0, cut, state)
+    cut = _greedy(graph, info, bounds, passes, False, fudge, cut, state)
+    if final and bounds.over(info):
+        cut = _greedy(graph, info, bounds, 10, True, 0.0, cut, state)
+        cut = _greedy(graph, info, bounds, passes, False, 0.0, cut, state)
+    if final and bounds.over(info):
         cut = int(
             enforce_cap(
                 graph.xadj,
@@ -582,9 +721,12 @@ def refine_level(
                 info.nstart,
                 info.npart,
                 info.ned,
-                pw,
+                info.pwgts,
                 cap,
                 cut,
+                graph.vwgt2 if two else NO_VWGT2,
+                info.pwgts2 if two else NO_VWGT2,
+                cap2 if two else int(NO_CAP),
             )
         )
     return cut
