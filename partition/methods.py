@@ -54,6 +54,9 @@ METHODS = (
     "hash",
 )
 
+#: The methods that take ``edge_imbalance`` (a second, edge balance constraint).
+EDGE_BALANCED = ("metis", "multilevel", "grem")
+
 _LOG = logging.getLogger(__name__)
 
 
@@ -64,6 +67,7 @@ def resolve(
     imbalance: float = 0.03,
     seed: int = 0,
     passes: int | None = None,
+    edge_imbalance: float | None = None,
 ) -> tuple[Partitioner, str]:
     """The partitioner ``method`` names, with its defaults, and its backend's name.
 
@@ -74,6 +78,9 @@ def resolve(
         seed: the partitioner's seed.
         passes: stream passes for ``grem`` (default 5), ``ldg`` and ``fennel``
             (default 1); ignored by the others.
+        edge_imbalance: eps of a second balance constraint on edges (each part's
+            degree sum), for ``multilevel``, ``grem`` and ``metis`` (pymetis with
+            ``ncon = 2``); the other methods refuse it.
 
     Returns:
         ``(partitioner, backend)``: ``backend`` is what the report's ``backend``
@@ -83,22 +90,41 @@ def resolve(
         PartitionError: on an unknown method, bad settings, or ``kahip`` without
             KaHIP installed.
     """
+    if edge_imbalance is not None and method not in EDGE_BALANCED:
+        raise PartitionError.build(
+            "edge_imbalance",
+            f"resolve({method!r})",
+            f"None for {method} (edge balance: {', '.join(EDGE_BALANCED)})",
+            repr(edge_imbalance),
+        )
     if method == "metis":
         if backend_available("pymetis"):
-            return PymetisPartitioner(k, imbalance, seed=seed), "pymetis"
+            metis = PymetisPartitioner(
+                k, imbalance, seed=seed, edge_imbalance=edge_imbalance
+            )
+            return metis, "pymetis"
         _LOG.info(
             "metis: pymetis is not installed, so Strata's multilevel runs instead "
             "(pip install 'strata-gnn[metis]' for METIS)"
         )
-        return MultilevelPartitioner(k, imbalance, seed=seed), "strata-multilevel"
+        method = "multilevel"
     if method == "kahip":
         import_backend("kahip", "resolve('kahip')")
         return KahipPartitioner(k, imbalance, seed=seed), "kahip"
     if method == "multilevel":
-        return MultilevelPartitioner(k, imbalance, seed=seed), "strata-multilevel"
+        multilevel = MultilevelPartitioner(
+            k, imbalance, seed=seed, edge_imbalance=edge_imbalance
+        )
+        return multilevel, "strata-multilevel"
     partitioner: Partitioner
     if method == "grem":
-        partitioner = GremPartitioner(k, imbalance, passes=passes or 5, seed=seed)
+        partitioner = GremPartitioner(
+            k,
+            imbalance,
+            passes=passes or 5,
+            seed=seed,
+            edge_imbalance=edge_imbalance,
+        )
     elif method == "ldg":
         partitioner = LDGPartitioner(k, imbalance, passes=passes or 1, seed=seed)
     elif method == "fennel":

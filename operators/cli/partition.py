@@ -4,7 +4,8 @@ Usage::
 
     strata partition GRAPH --k K [--method metis|kahip|multilevel|grem|ldg|fennel|
                      hdrf|random|hash]
-                     [--seed N] [--imbalance EPS] [--passes P] [--halo-hops H]
+                     [--seed N] [--imbalance EPS] [--edge-imbalance EPS]
+                     [--passes P] [--halo-hops H]
                      [--chunks M] [--out DIR] [--report PATH] [--data-dir D]
                      [--assignments FILE.parquet|FILE.csv]
 
@@ -16,6 +17,11 @@ read as undirected (directed inputs are symmetrised, see ``strata.partition.metr
 when it is installed, else Strata's multilevel (also ``--method multilevel``);
 ``kahip`` needs KaHIP (``pip install 'strata-gnn[kahip]'``). The report's ``backend``
 and the summary line name the engine that ran.
+
+``--edge-imbalance EPS`` adds a second balance constraint (multilevel, grem, metis):
+every part's sum of degrees (its edge endpoints) stays within ``1 + EPS`` of the
+mean as well; the report's ``edge_balance`` (printed in the summary line) is that
+ratio for every method.
 
 ``--out DIR`` stores the :class:`~strata.partition.book.PartitionBook` (with ``--chunks
 M`` its level-2 split) as the array group ``partition/<method>-k<K>`` of the dataset
@@ -91,10 +97,23 @@ ASSIGNMENT_SUFFIXES = (".parquet", ".pq", ".csv")
 
 
 def make_partitioner(
-    method: str, k: int, *, seed: int, imbalance: float, passes: int | None
+    method: str,
+    k: int,
+    *,
+    seed: int,
+    imbalance: float,
+    passes: int | None,
+    edge_imbalance: float | None = None,
 ) -> Partitioner:
     """The partitioner a CLI ``--method`` names (:func:`strata.partition.resolve`)."""
-    partitioner, _ = resolve(method, k=k, imbalance=imbalance, seed=seed, passes=passes)
+    partitioner, _ = resolve(
+        method,
+        k=k,
+        imbalance=imbalance,
+        seed=seed,
+        passes=passes,
+        edge_imbalance=edge_imbalance,
+    )
     return partitioner
 
 
@@ -141,6 +160,13 @@ class PartitionCommand:
             "--imbalance", type=float, default=0.03, help="eps of the balance cap"
         )
         parser.add_argument(
+            "--edge-imbalance",
+            type=float,
+            default=None,
+            help="eps of a second cap on each part's degree sum "
+            "(multilevel, grem, metis)",
+        )
+        parser.add_argument(
             "--passes", type=int, default=None, help="stream passes (grem/ldg/fennel)"
         )
         parser.add_argument("--halo-hops", type=int, default=1)
@@ -184,6 +210,7 @@ class PartitionCommand:
                 "--seed": args.seed,
                 "--imbalance": args.imbalance,
                 "--halo-hops": args.halo_hops,
+                "--edge-imbalance": args.edge_imbalance,
             },
         )
         if args.out is not None:
@@ -218,6 +245,7 @@ class PartitionCommand:
             f"{report['method']} k={args.k}: "
             f"edge_cut_fraction={report['edge_cut_fraction']:.4f} "
             f"imbalance={report['imbalance']:.4f} "
+            f"edge_balance={report['edge_balance']:.4f} "
             f"seconds={report['seconds']:.3f} "
             f"peak_rss_bytes={report['peak_rss_bytes']} "
             f"backend={report['backend']} -> {args.out or '-'}",
@@ -238,6 +266,7 @@ class PartitionCommand:
             seed=args.seed,
             imbalance=args.imbalance,
             passes=args.passes,
+            edge_imbalance=args.edge_imbalance,
         )
         start = time.perf_counter()
         part = partitioner.partition(graph)

@@ -148,3 +148,25 @@ def test_assignments_suffix_is_checked_before_loading(tmp_path, capsys):
     assert run([SPEC, "--k", "2", "--assignments", str(out)]) == 1
     assert "--assignments" in capsys.readouterr().err
     assert not out.exists()
+
+
+@pytest.mark.parametrize("method", ["multilevel", "grem"])
+def test_edge_imbalance_option(tmp_path, capsys, method):
+    report = tmp_path / "r.json"
+    spec = "rmat:scale=10,edge_factor=8,seed=0,undirected=true"
+    argv = [spec, "--k", "4", "--method", method, "--edge-imbalance", "0.1"]
+    assert run([*argv, "--report", str(report)]) == 0
+    data = json.loads(report.read_text())
+    assert data["edge_balance"] <= 1.10 + 1e-9
+    assert data["config"]["edge_imbalance"] == 0.1
+    assert "edge_balance=" in capsys.readouterr().out
+
+
+def test_edge_imbalance_refused_by_streaming_methods(capsys):
+    assert run([SPEC, "--k", "3", "--method", "ldg", "--edge-imbalance", "0.1"]) == 1
+    assert "edge_imbalance" in capsys.readouterr().err
+
+
+def test_negative_edge_imbalance_is_a_usage_error(capsys):
+    assert run([SPEC, "--k", "3", "--edge-imbalance", "-1"]) == 1
+    assert "--edge-imbalance" in capsys.readouterr().err
