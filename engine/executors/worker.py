@@ -8,12 +8,15 @@ with :func:`strata.engine.runtime.run_task`, and reports ``done`` (with its metr
 
 Flow control is credit-based: an outlet may have at most its share of the consumer's
 :class:`~strata.engine.config.ChannelBounds` in flight (sent but not yet taken by the
-consumer); the consumer acknowledges each message when its task takes it, returning
-the credit. End-of-stream and barrier messages are acknowledged too, so a worker
-exits only after its consumers took everything it sent, and no message is lost to
-socket shutdown. While a task aligns a checkpoint barrier it does not take from the
-links that delivered it, so their producers run out of credit and wait: memory stays
-bounded and the other links keep flowing.
+consumer); the consumer acknowledges the messages its task takes, returning the
+credit. Acknowledgements are batched (one tiny binary frame for several messages):
+a link's are sent once its task took half the link's credit, before the task waits
+for anything (input or credit), and at once for end-of-stream and barrier messages,
+which are acknowledged too, so a worker exits only after its consumers took
+everything it sent, and no message is lost to socket shutdown. While a task aligns a
+checkpoint barrier it does not take from the links that delivered it, so their
+producers run out of credit and wait: memory stays bounded and the other links keep
+flowing.
 
 Checkpoint traffic rides the control socket: a source asks for a checkpoint
 (``ckpt_request``), the coordinator answers with ``trigger``; every task reports its
@@ -29,6 +32,7 @@ from __future__ import annotations
 import multiprocessing
 import pickle
 import signal
+import struct
 import time
 import traceback
 from collections import deque
@@ -58,6 +62,8 @@ from strata.engine.wire import pack, unpack
 _POLL_MS = 100
 _HEARTBEAT_S = 0.5
 _LINGER_MS = 2000
+#: An acknowledgement frame: how many messages of the link were taken, their bytes.
+_ACK = struct.Struct("<qq")
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,6 +74,8 @@ class WorkerSpec:
     host: str
     heartbeat: bool
     checkpoint: TaskCheckpointSpec | None = None
+    #: Bind the inputs here (``ipc://...``) instead of a TCP port on ``host``.
+    inbound: str | None = None
 
 
 def main(coordinator: str, identity: bytes, step_id: str, blob: bytes) -> None:
@@ -137,8 +145,12 @@ class _Worker:
         if self.task.inputs:
             self.inbound = self.context.socket(zmq.ROUTER)
             self.inbound.setsockopt(zmq.LINGER, _LINGER_MS)
-            port = self.inbound.bind_to_random_port(f"tcp://{self.spec.host}")
-            endpoint = f"tcp://{self.spec.host}:{port}"
+            if self.spec.inbound is not None:
+                endpoint = self.spec.inbound
+                self.inbound.bind(endpoint)
+            else:
+                port = self.inbound.bind_to_random_port(f"tcp://{self.spec.host}")
+                endpoint = f"tcp://{self.spec.host}:{port}"
         self.control.send_multipart(pack({"k": "hello", "endpoint": endpoint}))
         while not self.control.poll(_POLL_MS):
             _check_coordinator()
@@ -149,7 +161,7 @@ class _Worker:
             (link["port"], link["route"], link["shard"]): self._outlet(link)
             for link in header["links"]
         }
-        pump = _Pump(self, list(outlets.values()))
+        pump = _Pump(self, list(outlets.values()), header["credit"])
         for outlet in outlets.values():
             outlet.pump = pump
         inbox = Inbox(pump.receive, self.task.inbound_links, take=pump.take)
@@ -161,6 +173,7 @@ class _Worker:
                 self.spec.checkpoint, task.step.id, task.shard, task.shards, pump.link
             )
         run_task(self.task, inbox, outlets, self.metrics, collector, checkpoints)
+        pump.flush()
         consumers: dict[str, list[int]] = {}
         for outlet in outlets.values():
             peaks = consumers.setdefault(outlet.consumer, [0, 0])
@@ -226,8 +239,8 @@ class _ZmqOutlet(Outlet):
         self.items += 1
         self._wait(lambda: self.items > 0)
 
-    def acknowledge(self, size: int) -> None:
-        self.items -= 1
+    def acknowledge(self, count: int, size: int) -> None:
+        self.items -= count
         self.bytes -= size
 
     def _full(self, size: int) -> bool:
@@ -268,8 +281,15 @@ class _ControlLink:
 class _Pump:
     """Polls every socket of a worker and dispatches what arrives."""
 
-    def __init__(self, worker: _Worker, outlets: list[_ZmqOutlet]) -> None:
+    def __init__(
+        self, worker: _Worker, outlets: list[_ZmqOutlet], credit: dict[str, int]
+    ) -> None:
         self.worker = worker
+        # Taken but not yet acknowledged, by link: [messages, bytes]; a link's are
+        # sent once they reach half its credit (see the module docstring).
+        self.unacked: dict[tuple[int, int], list[int]] = {}
+        self.ack_items = max(1, credit["items"] // 2)
+        self.ack_bytes = max(1, credit["bytes"] // 2)
         self.link = _ControlLink(self)
         self.producers: dict[tuple[int, int], bytes] = {}  # link -> its identity
         self.queue: deque[Message] = deque()
@@ -289,14 +309,38 @@ class _Pump:
         return self.queue.popleft()
 
     def take(self, message: LinkMessage, held: bool) -> None:
-        """The task took ``message``: return its credit to the producer."""
-        size = message.nbytes if isinstance(message, Delivery) else 0
-        identity = self.producers[(message.input, message.shard)]
+        """The task took ``message``: return its credit to the producer (batched)."""
+        link = (message.input, message.shard)
+        unacked = self.unacked.get(link)
+        if unacked is None:
+            unacked = self.unacked[link] = [0, 0]
+        unacked[0] += 1
+        if type(message) is Delivery:
+            unacked[1] += message.nbytes
+            if unacked[0] < self.ack_items and unacked[1] < self.ack_bytes:
+                return
+        self._acknowledge(link, unacked)
+
+    def flush(self) -> None:
+        """Acknowledge everything taken so far."""
+        for link, unacked in self.unacked.items():
+            if unacked[0]:
+                self._acknowledge(link, unacked)
+
+    def _acknowledge(self, link: tuple[int, int], unacked: list[int]) -> None:
         assert self.worker.inbound is not None
-        self.worker.inbound.send_multipart([identity, pack({"k": "ack", "n": size})[0]])
+        frame = _ACK.pack(unacked[0], unacked[1])
+        self.worker.inbound.send_multipart([self.producers[link], frame])
+        unacked[0] = unacked[1] = 0
 
     def poll(self, timeout_ms: int = _POLL_MS) -> None:
-        """Wait up to ``timeout_ms``, then handle everything readable."""
+        """Wait up to ``timeout_ms``, then handle everything readable.
+
+        Before a wait, every taken message is acknowledged: a producer may be
+        waiting for that credit.
+        """
+        if timeout_ms:
+            self.flush()
         for socket, _ in self.poller.poll(timeout_ms):
             while socket.poll(0):
                 frames = socket.recv_multipart(copy=False)
@@ -337,5 +381,5 @@ class _Pump:
                 message = Delivery(*link, value, header["n"])
             self.queue.append(message)
             return
-        header, _ = unpack(frames)
-        self.by_socket[socket].acknowledge(header["n"])
+        count, size = _ACK.unpack(frames[0].bytes)
+        self.by_socket[socket].acknowledge(count, size)
