@@ -8,9 +8,13 @@ Each epoch shuffles the training nodes with the keyed order of
 batch)``), gathers the input rows from the :class:`~strata.storage.FeatureStore` (in
 memory, or an Arrow dataset directory, memory mapped) into pinned memory when training
 on CUDA, and queues the batch; the training loop only pops, so sampling and gathering
-overlap the model's steps. The next epoch's prefetcher starts as soon as the current
-epoch's last batch is taken, so it also overlaps evaluation. Everything random is keyed
-by the seed and the epoch, so a run is reproducible and resumable at any epoch boundary.
+overlap the model's steps. For a layer stack the thread does more
+(:class:`~strata.operators.trainers.block_batches.BlockBatches`): it computes the
+first layer's aggregation of the raw features straight from an in-memory table, and
+builds every later block's structures, so the step is the layers' dense work. The
+next epoch's prefetcher starts as soon as the current epoch's last batch is taken, so
+it also overlaps evaluation. Everything random is keyed by the seed and the epoch, so a
+run is reproducible and resumable at any epoch boundary.
 
 Evaluation (:class:`EvalMode`):
 
@@ -57,6 +61,7 @@ from strata.operators.samplers import (
     check_fanouts,
 )
 from strata.operators.trainers.base import EpochStats, Trainer
+from strata.operators.trainers.block_batches import BlockBatch, BlockBatches
 from strata.operators.trainers.config import TrainConfig
 from strata.operators.trainers.data import FEATURES, TrainingData
 from strata.operators.trainers.inference import layerwise_inference
@@ -127,15 +132,18 @@ class Batch(NamedTuple):
     """One prepared mini-batch: blocks, input rows, the task's batch, its costs.
 
     ``graph`` is the union of the blocks as one subgraph (see :func:`subgraph`),
-    built only for a model that is not a layer stack.
+    built only for a model that is not a layer stack; a layer stack's batch is
+    ``prepared`` (its ``x`` is None when the first layer's aggregate was
+    computed instead of the input rows).
     """
 
     blocks: list[Block]
-    x: torch.Tensor
+    x: torch.Tensor | None
     task: TaskBatch
     sample_s: float
     gather_s: float
     graph: CSRGraph | None = None
+    prepared: BlockBatch | None = None
 
 
 def subgraph(blocks: Sequence[Block]) -> CSRGraph:
@@ -196,6 +204,14 @@ class SampledTrainer(Trainer):
         config = SamplerConfig(sampling.fanouts, sampling.replace)
         graph = self._task.graph
         self._sampler = NeighborSampler(graph, config, seed=self.config.seed)
+        self._batches = BlockBatches(
+            self._sampler,
+            data.features,
+            model,
+            device,
+            key=FEATURES,
+            pin_memory=self._pin,
+        )
         self._train_ids = self._task.train_examples()
         self._num_batches = math.ceil(len(self._train_ids) / sampling.batch_size)
 
@@ -206,8 +222,18 @@ class SampledTrainer(Trainer):
         start = time.perf_counter()
         task = self._task.batch(examples, epoch, index)
         assert task.nodes is not None
+        if self._stack:
+            prepared = self._batches.prepare(task.nodes.numpy(), epoch, index)
+            return Batch(
+                prepared.blocks,
+                prepared.x,
+                task,
+                prepared.sample_s,
+                prepared.gather_s,
+                prepared=prepared,
+            )
         blocks = self._sampler.sample(task.nodes.numpy(), epoch, index)
-        graph = None if self._stack else subgraph(blocks)
+        graph = subgraph(blocks)
         sampled = time.perf_counter()
         x = self._data.features.get(
             FEATURES, blocks[0].src_global_ids, pin_memory=self._pin
@@ -248,10 +274,14 @@ class SampledTrainer(Trainer):
             for index, batch in enumerate(prefetcher):
                 if index == self._num_batches - 1 and epoch + 1 < self.config.epochs:
                     self._next = (epoch + 1, self._prefetcher(epoch + 1).start())
-                x = batch.x.to(device, torch.float32, non_blocking=self._pin)
                 task = self._to_device(batch.task)
                 optimizer.zero_grad(set_to_none=True)
-                out = self._forward(model, batch, x)
+                if batch.prepared is not None:
+                    out = self._batches.forward(model, batch.prepared)
+                else:
+                    assert batch.x is not None
+                    x = batch.x.to(device, torch.float32, non_blocking=self._pin)
+                    out = self._forward(model, batch, x)
                 loss = self._task.loss(out, task)
                 loss.backward()
                 clip_gradients(model.parameters(), self.config.clip_grad_norm)
