@@ -59,7 +59,6 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 import torch
-import torch._dynamo  # see below
 import torch.nn.functional as F
 from torch import nn
 
@@ -93,9 +92,11 @@ from strata.operators.trainers.tasks import TaskState
 
 _log = logging.getLogger(__name__)
 
-# torch.optim imports torch._dynamo at the first optimizer it builds, which takes
-# seconds. Importing it with this module moves that cost to import time, where the
-# process executor's fork server pays it once for all its workers.
+# torch.optim imports torch._dynamo (about 1 s) at the first optimizer it builds.
+# Not importing it here keeps it out of `strata run JOB --help`, `describe` and the
+# time before a job's first step; the training step pays it when it builds Adam.
+# Gang workers, forked from a server that preloads their modules, get it from
+# strata.operators.trainers.distributed, so each worker does not pay it again.
 
 
 @dataclass(frozen=True, slots=True)

@@ -79,20 +79,29 @@ def _mix_nb(h: int) -> int:  # pragma: no cover - numba
     return (h >> 16) ^ h
 
 
-@numba.njit(cache=True, nogil=True)
+@numba.njit(cache=True, inline="always")
+def _row_key(key: int, v: int) -> int:  # pragma: no cover - numba
+    row = _mix_nb(key ^ (v & _M32))
+    if v > _M32:
+        row = _mix_nb(row ^ (v >> 32))
+    return row
+
+
+# The kernels below split rows over numba's threads (prange): the mask of an
+# element depends on its (row id, column) only, so the split changes no bit.
+
+
+@numba.njit(cache=True, nogil=True, parallel=True)
 def _mask_cpu(
     ids: np.ndarray, cols: np.ndarray, key: int, threshold: int, out: np.ndarray
 ) -> None:  # pragma: no cover - numba
-    for i in range(ids.shape[0]):
-        v = ids[i]
-        row = _mix_nb(key ^ (v & _M32))
-        if v > _M32:
-            row = _mix_nb(row ^ (v >> 32))
+    for i in numba.prange(ids.shape[0]):
+        row = _row_key(key, ids[i])
         for j in range(cols.shape[0]):
             out[i, j] = (_mix_nb(row ^ cols[j]) & _LOW) >= threshold
 
 
-@numba.njit(cache=True, nogil=True)
+@numba.njit(cache=True, nogil=True, parallel=True)
 def _dropout_cpu(
     x: np.ndarray,
     ids: np.ndarray,
@@ -107,17 +116,14 @@ def _dropout_cpu(
     Forward applies it to the features and backward to their gradient (the
     factor is its own derivative), so no mask is ever stored.
     """
-    for i in range(ids.shape[0]):
-        v = ids[i]
-        row = _mix_nb(key ^ (v & _M32))
-        if v > _M32:
-            row = _mix_nb(row ^ (v >> 32))
+    for i in numba.prange(ids.shape[0]):
+        row = _row_key(key, ids[i])
         for j in range(cols.shape[0]):
             keep = (_mix_nb(row ^ cols[j]) & _LOW) >= threshold
             out[i, j] = x[i, j] * scale if keep else x[i, j] * np.float32(0.0)
 
 
-@numba.njit(cache=True, nogil=True)
+@numba.njit(cache=True, nogil=True, parallel=True)
 def _scale_cpu(
     x: np.ndarray,
     ids: np.ndarray,
@@ -131,11 +137,8 @@ def _scale_cpu(
     A kernel of its own: with two arguments that alias, LLVM's runtime overlap
     check fails and the loop runs unvectorised (measured 7x slower).
     """
-    for i in range(ids.shape[0]):
-        v = ids[i]
-        row = _mix_nb(key ^ (v & _M32))
-        if v > _M32:
-            row = _mix_nb(row ^ (v >> 32))
+    for i in numba.prange(ids.shape[0]):
+        row = _row_key(key, ids[i])
         for j in range(cols.shape[0]):
             keep = (_mix_nb(row ^ cols[j]) & _LOW) >= threshold
             x[i, j] = x[i, j] * scale if keep else x[i, j] * np.float32(0.0)

@@ -30,6 +30,11 @@ Example (starts a gang, so not a doctest)::
     run.result.test_accuracy, run.report["plan"]["chunks"]
 """
 
+# torch.optim imports torch._dynamo (about 1 s) at the first optimizer it builds.
+# Importing it with this package (only loaded for gangs) lets the fork server that
+# preloads the workers' modules pay it once, not every worker.
+import torch._dynamo  # noqa: F401
+
 from strata.operators.trainers.distributed.config import (
     DistributedConfig,
     Fault,
