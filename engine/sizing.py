@@ -9,9 +9,10 @@ lookup by exact type and one attribute or C call (well under a microsecond); onl
 other types walk the ``isinstance`` chain. Arrow's own ``nbytes`` is exact for
 slices but costs several microseconds (it walks every buffer range), so an Arrow
 item whose buffers total at most :data:`ARROW_EXACT_ABOVE` bytes is charged those
-buffers' total instead (one C call): that is the memory it keeps alive, and for an
-item that is not a slice it equals ``nbytes``. Larger items get the exact figure, so
-a small slice of a big table is not charged the whole table.
+buffers' total instead (one C call): the memory it keeps alive, each buffer counted
+once; for an item that is not a slice that is ``nbytes`` up to buffer padding.
+Larger items get the exact figure, so a small slice of a big table is not charged
+the whole table.
 
 Examples:
     >>> import numpy as np

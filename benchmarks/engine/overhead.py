@@ -23,20 +23,29 @@ run on two cores is not credited for its parallelism:
   start-up is outside it (a fixed cost, not a per-item one).
 
 The per-item cost of a way is ``(cpu - cpu of its peer) / (items * 3)`` in
-microseconds per item per step.
+microseconds per item per step: the engine's overhead. Rounds are interleaved (every
+way once per round, after a warm-up of each), and the overhead is the median of the
+per-round differences, so load from other work on a shared machine hits the engine
+and its peer alike.
 
     .venv/bin/python benchmarks/engine/overhead.py --items 2000 --rounds 3
+    .venv/bin/python benchmarks/engine/overhead.py --items 5000 --rounds 5 \\
+        --out benchmarks/results/engine.json
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import platform
 import queue
 import statistics
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -50,6 +59,8 @@ STEPS = 3
 POOL = 16
 #: The engine's default channel bound, used by the threaded peer too.
 QUEUE_ITEMS = 8
+#: Issue 15's target: the local executor's overhead over its peer, us/item/step.
+TARGET_US = 20.0
 
 
 def pool(rows: int = ROWS, size: int = POOL) -> list[pa.RecordBatch]:
@@ -239,18 +250,120 @@ def per_item_step_us(cpu_s: float, items: int) -> float:
     return cpu_s / (items * STEPS) * 1e6
 
 
-def summary(samples: dict[str, list[Sample]], items: int) -> dict[str, Any]:
-    """Median and (min, max) of each way's CPU us per item per step."""
-    out: dict[str, Any] = {}
-    for way, runs in samples.items():
-        us = [per_item_step_us(s.cpu_s, items) for s in runs]
-        out[way] = {
-            "us": statistics.median(us),
-            "spread": [min(us), max(us)],
-            "runs": us,
-            "wall_s": statistics.median(s.wall_s for s in runs),
-        }
+@dataclass(frozen=True)
+class Figure:
+    """A median with its spread (min, max) over the rounds."""
+
+    median: float
+    low: float
+    high: float
+
+    @classmethod
+    def of(cls, values: list[float]) -> Figure:
+        return cls(statistics.median(values), min(values), max(values))
+
+    def text(self) -> str:
+        return f"{self.median:.1f} [{self.low:.1f}, {self.high:.1f}]"
+
+
+def figures(samples: dict[str, list[Sample]], items: int) -> dict[str, Figure]:
+    """Each way's CPU us per item per step, and each engine way's overhead over
+    each plain way (``local-threads``: the median of per-round differences)."""
+    us = {
+        way: [per_item_step_us(s.cpu_s, items) for s in runs]
+        for way, runs in samples.items()
+    }
+    out = {way: Figure.of(values) for way, values in us.items()}
+    for engine in ("local", "process"):
+        for plain in ("threads", "generators"):
+            if engine in us and plain in us:
+                paired = [e - p for e, p in zip(us[engine], us[plain], strict=True)]
+                out[f"{engine}-{plain}"] = Figure.of(paired)
     return out
+
+
+def rows(
+    stats: dict[str, Figure], items: int, rounds: int, command: str
+) -> list[dict[str, Any]]:
+    """The results-table rows (``benchmarks/results/engine.json``)."""
+    work = f"{{}}, 3-step chain, {items} items of {ROWS}-row Arrow batches"
+    metric = "CPU us per item per step (all threads)"
+    threads = "plain threaded pipeline (3 threads, queue.Queue(8))"
+    generators = "plain generator chain (1 thread)"
+    spread = {name: [round(f.low, 2), round(f.high, 2)] for name, f in stats.items()}
+
+    def row(
+        engine: str, plain: str, peer: str, target: str, met: bool, note: str
+    ) -> dict[str, Any]:
+        e, p = stats[engine], stats[plain]
+        return {
+            "work": work.format(f"{engine} executor"),
+            "metric": metric,
+            "better": "lower",
+            "strata": round(e.median, 2),
+            "strata_spread": spread[engine],
+            "peer": peer,
+            "peer_value": round(p.median, 2),
+            "peer_spread": spread[plain],
+            "ratio": round(e.median / p.median, 3),
+            "target": target,
+            "met": met,
+            "command": command,
+            "note": note,
+        }
+
+    out = []
+    local = stats["local-threads"]
+    out.append(
+        row(
+            "local",
+            "threads",
+            threads,
+            f"overhead <= {TARGET_US:g} us/item/step over the peer",
+            local.median <= TARGET_US,
+            f"overhead {local.text()} us/item/step (per-round paired differences, "
+            f"{rounds} interleaved rounds); over the 1-thread generator chain "
+            f"{stats['local-generators'].text()}",
+        )
+    )
+    if "process" in stats:
+        proc = stats["process-threads"]
+        out.append(
+            row(
+                "process",
+                "threads",
+                threads,
+                "none (issue 15 targets the local executor)",
+                False,
+                f"overhead {proc.text()} us/item/step; every item crosses two "
+                "process boundaries (Arrow IPC encode/decode, pyzmq over Unix "
+                "sockets); worker start-up excluded",
+            )
+        )
+    out.append(
+        row(
+            "local",
+            "generators",
+            generators,
+            "none (the floor: one thread, no hand-off)",
+            False,
+            "the threaded peer itself costs "
+            f"{stats['threads'].median - stats['generators'].median:.1f} "
+            "us/item/step over this chain: the price of one thread per step",
+        )
+    )
+    return out
+
+
+def write_results(path: Path, result_rows: list[dict[str, Any]]) -> None:
+    """Write the topic file for ``benchmarks/results_table.py``."""
+    doc = {
+        "topic": "engine",
+        "machine": f"{platform.machine()}, {platform.python_implementation()} "
+        f"{platform.python_version()}",
+        "rows": result_rows,
+    }
+    path.write_text(json.dumps(doc, indent=1) + "\n")
 
 
 def main() -> None:
@@ -258,19 +371,16 @@ def main() -> None:
     parser.add_argument("--items", type=int, default=2000)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--ways", default=",".join(WAYS))
+    parser.add_argument("--out", type=Path, help="write the results rows here")
     args = parser.parse_args()
     ways = tuple(args.ways.split(","))
-    stats = summary(compare(args.items, args.rounds, ways), args.items)
-    for way, s in stats.items():
-        print(
-            f"{way:>10}: {s['us']:7.1f} us/item/step CPU "
-            f"[{s['spread'][0]:.1f}, {s['spread'][1]:.1f}]  wall {s['wall_s']:.3f}s"
-        )
-    if "threads" in stats:
-        for way in ("local", "process"):
-            if way in stats:
-                extra = stats[way]["us"] - stats["threads"]["us"]
-                print(f"{way} - threads: {extra:.1f}")
+    samples = compare(args.items, args.rounds, ways)
+    stats = figures(samples, args.items)
+    for name, figure in stats.items():
+        print(f"{name:>20}: {figure.text()} us/item/step CPU")
+    if args.out is not None:
+        command = " ".join(["python", *sys.argv])
+        write_results(args.out, rows(stats, args.items, args.rounds, command))
 
 
 if __name__ == "__main__":
