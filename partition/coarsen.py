@@ -155,14 +155,18 @@ def _match(
     heavy: bool,
     vwgt2: np.ndarray,
     max_vwgt2: int,
+    keep: np.ndarray,
 ) -> tuple[np.ndarray, int]:
     """The matching loop: first neighbour that fits, or heaviest edge (``heavy``).
 
     With a second constraint (``vwgt2`` not empty) a pair must fit both limits,
-    as METIS checks every constraint of a multi-constraint graph.
+    as METIS checks every constraint of a multi-constraint graph. With ``keep``
+    (a partition; may be empty) only vertices of the same part match, so the
+    coarse graph inherits the partition (a V-cycle).
     """
     n = xadj.shape[0] - 1
     two = vwgt2.shape[0] > 0
+    within = keep.shape[0] > 0
     match = np.full(n, _UNMATCHED, dtype=np.int64)
     last = 0
     unmatched = 0
@@ -174,7 +178,7 @@ def _match(
         if vwgt[i] < max_vwgt and (not two or vwgt2[i] < max_vwgt2):
             if xadj[i] == xadj[i + 1]:
                 j, last = _match_island(order, match, pi, last)
-                if j >= 0:
+                if j >= 0 and (not within or keep[i] == keep[j]):
                     partner = j
             else:
                 best = -1
@@ -185,6 +189,7 @@ def _match(
                         and (not heavy or adjwgt[e] > best)
                         and vwgt[i] + vwgt[k] <= max_vwgt
                         and (not two or vwgt2[i] + vwgt2[k] <= max_vwgt2)
+                        and (not within or keep[i] == keep[k])
                     ):
                         partner = k
                         best = adjwgt[e]
@@ -208,6 +213,7 @@ def match_random(
     max_vwgt: int,
     vwgt2: np.ndarray,
     max_vwgt2: int,
+    keep: np.ndarray,
 ) -> tuple[np.ndarray, int]:
     """Match each unmatched vertex to its first unmatched neighbour that fits.
 
@@ -215,7 +221,9 @@ def match_random(
     it stays single, -1 when it is left for 2-hop matching) and the count of
     vertices left unmatched although light enough to pair.
     """
-    return _match(xadj, adjncy, adjncy, vwgt, order, max_vwgt, False, vwgt2, max_vwgt2)
+    return _match(
+        xadj, adjncy, adjncy, vwgt, order, max_vwgt, False, vwgt2, max_vwgt2, keep
+    )
 
 
 @njit(cache=True)
@@ -228,12 +236,15 @@ def match_heavy_edge(
     max_vwgt: int,
     vwgt2: np.ndarray,
     max_vwgt2: int,
+    keep: np.ndarray,
 ) -> tuple[np.ndarray, int]:
     """Match each unmatched vertex along its heaviest edge to an unmatched vertex.
 
     Same contract as :func:`match_random`.
     """
-    return _match(xadj, adjncy, adjwgt, vwgt, order, max_vwgt, True, vwgt2, max_vwgt2)
+    return _match(
+        xadj, adjncy, adjwgt, vwgt, order, max_vwgt, True, vwgt2, max_vwgt2, keep
+    )
 
 
 @njit(cache=True)
@@ -453,24 +464,26 @@ def coarsen_once(
     state: np.ndarray,
     vwgt2: np.ndarray,
     max_vwgt2: int,
+    keep: np.ndarray,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """One level: order, match (+2-hop), contract.
 
     Returns ``(cmap, cxadj, cadjncy, cadjwgt, cvwgt, cvwgt2)``; pass an empty
-    ``vwgt2`` for one constraint.
+    ``vwgt2`` for one constraint, and an empty ``keep`` unless pairs must stay
+    inside the parts of ``keep`` (2-hop matching is then skipped).
     """
     n = xadj.shape[0] - 1
     order = partial_permutation(state, n)
     if heavy:
         order = degree_order(xadj, order)
         match, unmatched = match_heavy_edge(
-            xadj, adjncy, adjwgt, vwgt, order, max_vwgt, vwgt2, max_vwgt2
+            xadj, adjncy, adjwgt, vwgt, order, max_vwgt, vwgt2, max_vwgt2, keep
         )
     else:
         match, unmatched = match_random(
-            xadj, adjncy, vwgt, order, max_vwgt, vwgt2, max_vwgt2
+            xadj, adjncy, vwgt, order, max_vwgt, vwgt2, max_vwgt2, keep
         )
-    if two_hop and unmatched > trigger * n:
+    if two_hop and keep.shape[0] == 0 and unmatched > trigger * n:
         match_two_hop(xadj, adjncy, order, match, unmatched, trigger)
     cmap, cn = coarse_map(match)
     cxadj, cadjncy, cadjwgt, cvwgt, cvwgt2 = contract(
@@ -485,6 +498,7 @@ def coarsen(
     config: CoarsenConfig,
     state: np.ndarray,
     coarsen_to: int | None = None,
+    keep: np.ndarray | None = None,
 ) -> list[Level]:
     """Coarsen ``graph`` for a ``k``-way partition; return levels, finest first.
 
@@ -494,6 +508,8 @@ def coarsen(
         config: constants.
         state: random stream (advanced).
         coarsen_to: override the target size.
+        keep: a partition of ``graph`` that every pair must respect (a
+            V-cycle): project it with :func:`restrict` level by level.
 
     Returns:
         ``levels[0].graph is graph``; every level but the last has its ``cmap``.
@@ -504,6 +520,7 @@ def coarsen(
     heavy = not graph.unit_edge_weights()
     levels: list[Level] = []
     current = graph
+    part = np.zeros(0, dtype=np.int32) if keep is None else keep
     while True:
         n = current.num_nodes
         if n <= target or current.adjncy.shape[0] <= n // 2:
@@ -520,7 +537,10 @@ def coarsen(
             state,
             current.vwgt2,
             max_vwgt2,
+            part,
         )
+        if keep is not None:
+            part = restrict(cmap, part, cvwgt.shape[0])
         coarse = WeightedCSR(cxadj, cadjncy, cadjwgt, cvwgt, cvwgt2)
         levels.append(Level(current, cmap))
         heavy = True
@@ -529,6 +549,13 @@ def coarsen(
             break
     levels.append(Level(current, None))
     return levels
+
+
+def restrict(cmap: Int64Array, where: Int32Array, coarse_n: int) -> Int32Array:
+    """Coarse assignment of a partition that every pair respects."""
+    coarse: Int32Array = np.empty(coarse_n, dtype=np.int32)
+    coarse[cmap] = where
+    return coarse
 
 
 def project(cmap: Int64Array, coarse_where: Int32Array) -> Int32Array:

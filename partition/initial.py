@@ -473,6 +473,7 @@ def multilevel_bisect(
     two_hop = True
     trigger = 0.1
     no_second = np.zeros(0, dtype=np.int64)
+    no_keep = np.zeros(0, dtype=np.int32)
     for t in range(tries):
         gx = [xadj]
         ga = [adjncy.astype(np.int32)]
@@ -497,6 +498,7 @@ def multilevel_bisect(
                 state,
                 no_second,
                 0,
+                no_keep,
             )
             cmaps.append(cmap)
             gx.append(nx)

@@ -42,9 +42,16 @@ from strata.partition._graph import (
 from strata.partition._params import check_settings
 from strata.partition._rng import new_state
 from strata.partition._types import Float64Array, Int32Array
-from strata.partition.coarsen import CoarsenConfig, coarsen
+from strata.partition.coarsen import CoarsenConfig, Level, coarsen, restrict
+from strata.partition.fm import fm_refine
 from strata.partition.initial import InitialConfig, recursive_bisection
-from strata.partition.refine import new_info, project_info, refine_level
+from strata.partition.refine import (
+    KWayInfo,
+    level_bounds,
+    new_info,
+    project_info,
+    refine_level,
+)
 from strata.partition.types import Partition
 from strata.storage import CSRGraph
 
@@ -63,6 +70,17 @@ class MultilevelPartitioner:
         seed: random seed; the same seed gives the same assignment.
         coarsening: coarsening constants.
         initial: initial-partitioning constants.
+        fm_passes: k-way FM passes (``strata.partition.fm``: negative-gain moves
+            with rollback) after greedy refinement, on every level with at
+            most ``fm_max_nodes`` vertices; 0 turns FM off.
+        fm_limit: moves without a new best cut before an FM pass stops.
+        fm_max_nodes: largest level that gets FM.
+        initial_runs: independent initial partitions of the coarsest graph,
+            each refined there (greedy + FM); the lowest cut is kept.
+        vcycles: extra V-cycles (KaHIP's global iteration): coarsen again
+            matching only vertices of the same part, so the coarsest graph
+            carries the partition, and refine back up; stops early when a
+            cycle does not lower the cut.
         edge_imbalance: eps of a second balance constraint on edges (METIS
             ``ncon = 2`` with vertex weights ``[w, degree]``): every part's sum
             of degrees stays at most ``max(ceil(2m / k), floor((1 + eps) 2m / k))``
@@ -76,11 +94,25 @@ class MultilevelPartitioner:
     coarsening: CoarsenConfig = field(default_factory=CoarsenConfig)
     initial: InitialConfig = field(default_factory=InitialConfig)
     edge_imbalance: float | None = None
+    fm_passes: int = 2
+    fm_limit: int = 64
+    fm_max_nodes: int = 50_000
+    vcycles: int = 0
+    initial_runs: int = 1
 
     def __post_init__(self) -> None:
         check_settings(
             _WHERE,
-            ints={"k": self.k, "refine_passes": self.refine_passes, "seed": self.seed},
+            ints={
+                "k": self.k,
+                "refine_passes": self.refine_passes,
+                "seed": self.seed,
+                "fm_passes": self.fm_passes,
+                "fm_limit": self.fm_limit,
+                "fm_max_nodes": self.fm_max_nodes,
+                "vcycles": self.vcycles,
+                "initial_runs": self.initial_runs,
+            },
             floats={"imbalance": self.imbalance, "edge_imbalance": self.edge_imbalance},
         )
 
@@ -144,43 +176,137 @@ class MultilevelPartitioner:
             else:  # METIS: 4 tries when coarsening reached 30 k vertices, else 5
                 small = coarsest.num_nodes <= self.coarsening.per_part * k
                 tries = self.initial.tries or (4 if small else 5)
+            limits = _Limits(cap, floor, cap2, self.edge_imbalance if two else None)
+            where = self._initial(coarsest, two, tries, limits, state)
+        with timer.phase("refine"):
+            info, cut = self._uncoarsen(levels, where, limits, state)
+        for _ in range(self.vcycles):
+            with timer.phase("vcycle"):
+                keep = info.where.copy()
+                levels = coarsen(core, k, self.coarsening, state, keep=keep)
+                coarse = restrict_levels(levels, keep)
+                again, new_cut = self._uncoarsen(levels, coarse, limits, state)
+                if new_cut > cut:
+                    break
+                improved = new_cut < cut
+                info, cut = again, new_cut
+                if not improved:
+                    break
+        if not islands.size:
+            result: Int32Array = info.where
+            return result
+        full = np.empty(graph.num_nodes, dtype=np.int32)
+        full[core_ids] = info.where
+        full[islands] = fill_lightest(info.pwgts.copy(), graph.vwgt[islands])
+        return full
+
+    def _initial(
+        self,
+        coarsest: WeightedCSR,
+        two: bool,
+        tries: int,
+        limits: _Limits,
+        state: np.ndarray,
+    ) -> Int32Array:
+        """Best of ``initial_runs`` recursive bisections, each refined k-way."""
+        best: Int32Array | None = None
+        best_cut = -1
+        for _ in range(self.initial_runs):
             where = recursive_bisection(
                 blended(coarsest) if two else coarsest,
-                k,
+                self.k,
                 self.initial,
                 self.imbalance,
                 state,
                 tries,
             )
-        with timer.phase("refine"):
-            info, cut = new_info(coarsest, where, k)
-            nlevels = len(levels) - 1
-            for i in range(nlevels + 1):
-                level = levels[nlevels - i]
-                if i > 0:
-                    assert level.cmap is not None
-                    info, cut = project_info(level.graph, level.cmap, info, k)
-                cut = refine_level(
-                    level.graph,
-                    info,
-                    cut,
-                    cap,
-                    self.imbalance,
-                    self.refine_passes,
-                    balance_first=2 * i >= nlevels,
-                    final=i == nlevels,
-                    state=state,
-                    floor=floor,
-                    cap2=cap2,
-                    imbalance2=self.edge_imbalance if two else None,
-                )
-            if not islands.size:
-                result: Int32Array = info.where
-                return result
-            full = np.empty(graph.num_nodes, dtype=np.int32)
-            full[core_ids] = info.where
-            full[islands] = fill_lightest(info.pwgts.copy(), graph.vwgt[islands])
-            return full
+            if self.initial_runs == 1:
+                return where
+            info, cut = new_info(coarsest, where, self.k)
+            cut = self._refine(coarsest, info, cut, limits, state, True, False)
+            if best is None or cut < best_cut:
+                best, best_cut = info.where.copy(), cut
+        assert best is not None
+        return best
+
+    def _refine(
+        self,
+        graph: WeightedCSR,
+        info: KWayInfo,
+        cut: int,
+        limits: _Limits,
+        state: np.ndarray,
+        balance_first: bool,
+        final: bool,
+    ) -> int:
+        """Greedy refinement, then FM when the level is small enough."""
+        cut = refine_level(
+            graph,
+            info,
+            cut,
+            limits.cap,
+            self.imbalance,
+            self.refine_passes,
+            balance_first=balance_first,
+            final=final,
+            state=state,
+            floor=limits.floor,
+            cap2=limits.cap2,
+            imbalance2=limits.imbalance2,
+        )
+        if self.fm_passes and graph.num_nodes <= self.fm_max_nodes:
+            bounds = level_bounds(
+                info,
+                limits.cap,
+                self.imbalance,
+                limits.floor,
+                limits.cap2,
+                limits.imbalance2,
+            )
+            cut = fm_refine(
+                graph, info, bounds, cut, self.fm_passes, self.fm_limit, state
+            )
+        return cut
+
+    def _uncoarsen(
+        self,
+        levels: list[Level],
+        where: Int32Array,
+        limits: _Limits,
+        state: np.ndarray,
+    ) -> tuple[KWayInfo, int]:
+        """Project ``where`` (of the coarsest level) up, refining every level."""
+        k = self.k
+        coarsest = levels[-1].graph
+        info, cut = new_info(coarsest, where, k)
+        nlevels = len(levels) - 1
+        for i in range(nlevels + 1):
+            level = levels[nlevels - i]
+            if i > 0:
+                assert level.cmap is not None
+                info, cut = project_info(level.graph, level.cmap, info, k)
+            cut = self._refine(
+                level.graph, info, cut, limits, state, 2 * i >= nlevels, i == nlevels
+            )
+        return info, cut
+
+
+@dataclass(frozen=True, slots=True)
+class _Limits:
+    """The caps of one run: vertex cap and floor, edge cap and its eps."""
+
+    cap: int
+    floor: int | None
+    cap2: int
+    imbalance2: float | None
+
+
+def restrict_levels(levels: list[Level], where: Int32Array) -> Int32Array:
+    """The coarsest level's assignment of a partition every level respects."""
+    for level in levels[:-1]:
+        assert level.cmap is not None
+        where = restrict(level.cmap, where, int(level.cmap.max()) + 1)
+    return where
 
 
 def blended(graph: WeightedCSR) -> WeightedCSR:
