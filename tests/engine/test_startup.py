@@ -1,0 +1,59 @@
+"""What the ``strata`` command imports before it does any work.
+
+Heavy libraries (torch, numba, torch._dynamo) cost seconds to import, so a
+command that does not need them must not load them: each check runs the command
+in a fresh interpreter and reads its ``sys.modules``.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+PROBE = """
+import contextlib, io, json, sys
+from strata.operators.cli.main import main
+out, err = io.StringIO(), io.StringIO()
+with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+    try:
+        main(sys.argv[1:])
+    except SystemExit:
+        pass
+heavy = ("torch", "torch._dynamo", "numba", "sympy")
+print(json.dumps([m for m in heavy if m in sys.modules]))
+"""
+
+
+def imported_after(*argv: str) -> list[str]:
+    """The heavy modules loaded by ``strata ARGV`` (run in a new interpreter)."""
+    done = subprocess.run(
+        [sys.executable, "-c", PROBE, *argv],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        check=True,
+        timeout=120,
+    )
+    loaded: list[str] = json.loads(done.stdout.strip().splitlines()[-1])
+    return loaded
+
+
+def test_help_does_not_import_torch() -> None:
+    assert imported_after("--help") == []
+
+
+def test_describe_of_an_engine_job_does_not_import_torch() -> None:
+    assert imported_after("describe", "strata.engine._example_job") == []
+
+
+def test_job_help_does_not_import_dynamo() -> None:
+    # The job's own modules need torch, but torch._dynamo (about 1 s, what
+    # torch.optim imports when it builds an optimiser) waits for training.
+    loaded = imported_after("run", "jobs/cora_gcn.py", "--help")
+    assert "torch" in loaded
+    assert "torch._dynamo" not in loaded
+    assert "sympy" not in loaded
