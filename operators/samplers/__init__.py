@@ -1,6 +1,6 @@
 """Neighbour samplers: per-layer blocks, reproducible for a (seed, epoch, batch)."""
 
-from strata.operators.samplers.block import Block
+from strata.operators.samplers.block import Block, Hop
 from strata.operators.samplers.neighbor import (
     NeighborSampler,
     SamplerConfig,
@@ -8,4 +8,11 @@ from strata.operators.samplers.neighbor import (
 )
 from strata.operators.samplers.rng import batch_key
 
-__all__ = ["Block", "NeighborSampler", "SamplerConfig", "batch_key", "check_fanouts"]
+__all__ = [
+    "Block",
+    "Hop",
+    "NeighborSampler",
+    "SamplerConfig",
+    "batch_key",
+    "check_fanouts",
+]

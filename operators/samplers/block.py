@@ -113,3 +113,43 @@ class Block:
             f"Block(num_src={self.num_src}, num_dst={self.num_dst}, "
             f"num_edges={self.num_edges})"
         )
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Hop:
+    """One sampled layer in global ids: a CSR over destinations, sources unnumbered.
+
+    What :meth:`~strata.operators.samplers.NeighborSampler.sample_hop` returns for
+    the first layer: the in-edges of destination ``i`` come from the global nodes
+    ``sources[indptr[i]:indptr[i + 1]]`` (repeats across rows are kept as they
+    are; no local numbering is built).
+
+    Attributes:
+        indptr: int64 ``[num_dst + 1]``.
+        sources: int64 global source id of every edge.
+        dst_global_ids: int64 ``[num_dst]`` global ids of the destinations.
+
+    Examples:
+        >>> import numpy as np
+        >>> hop = Hop(indptr=np.array([0, 2, 3]), sources=np.array([9, 3, 7]),
+        ...           dst_global_ids=np.array([7, 3]))
+        >>> hop.num_dst, hop.num_edges
+        (2, 3)
+    """
+
+    indptr: Int64Array
+    sources: Int64Array
+    dst_global_ids: Int64Array
+
+    @property
+    def num_dst(self) -> int:
+        """Number of destination nodes."""
+        return int(self.dst_global_ids.shape[0])
+
+    @property
+    def num_edges(self) -> int:
+        """Number of sampled edges."""
+        return int(self.sources.shape[0])
+
+    def __repr__(self) -> str:
+        return f"Hop(num_dst={self.num_dst}, num_edges={self.num_edges})"

@@ -47,7 +47,7 @@ import numba
 import numpy as np
 
 from strata.operators.errors import OperatorError
-from strata.operators.samplers.block import Block
+from strata.operators.samplers.block import Block, Hop
 from strata.operators.samplers.rng import batch_key, bounded, hash3
 from strata.storage import CSRGraph
 from strata.storage._types import Int64Array
@@ -113,6 +113,59 @@ def check_fanouts(config: SamplerConfig, num_layers: int, where: str) -> None:
 
 
 @numba.njit(cache=True, nogil=True)
+def _counts(
+    in_indptr: np.ndarray, dst: np.ndarray, fanout: int, replace: bool
+) -> np.ndarray:
+    """Row pointers of a layer: each destination keeps ``min(deg, fanout)`` edges."""
+    num_dst = dst.shape[0]
+    indptr = np.empty(num_dst + 1, dtype=np.int64)
+    indptr[0] = 0
+    for i in range(num_dst):
+        v = dst[i]
+        deg = in_indptr[v + 1] - in_indptr[v]
+        take = deg
+        if fanout >= 0 and deg > 0 and (replace or deg > fanout):
+            take = fanout
+        indptr[i + 1] = indptr[i] + take
+    return indptr
+
+
+@numba.njit(cache=True, nogil=True)
+def _draw(
+    start: np.int64,
+    deg: np.int64,
+    take: np.int64,
+    fanout: int,
+    replace: bool,
+    key: np.uint64,
+    vkey: np.uint64,
+    out: np.ndarray,
+    pos: int,
+) -> None:
+    """Write the positions (in ``in_indices``) of one node's sampled in-edges.
+
+    ``out[pos:pos + take]`` receives them in draw order. Every layer kernel draws
+    through this one function, so they all pick the same edges for a key.
+    """
+    if take == deg and (fanout < 0 or not replace):
+        for k in range(deg):
+            out[pos + k] = start + k
+    elif replace:
+        for t in range(take):
+            out[pos + t] = start + bounded(hash3(key, vkey, t), deg)
+    else:
+        # Floyd: for j = deg-take .. deg-1 draw r in [0, j]; keep r unless
+        # already chosen, else keep j. Every take-subset is equally likely.
+        for chosen, j in enumerate(range(deg - take, deg)):
+            pick = start + bounded(hash3(key, vkey, j), j + 1)
+            for q in range(chosen):
+                if out[pos + q] == pick:
+                    pick = start + j
+                    break
+            out[pos + chosen] = pick
+
+
+@numba.njit(cache=True, nogil=True)
 def _sample_layer(
     in_indptr: np.ndarray,
     in_indices: np.ndarray,
@@ -130,15 +183,7 @@ def _sample_layer(
     ``status`` is -1 on success, else the position of a repeated destination id.
     """
     num_dst = dst.shape[0]
-    indptr = np.empty(num_dst + 1, dtype=np.int64)
-    indptr[0] = 0
-    for i in range(num_dst):
-        v = dst[i]
-        deg = in_indptr[v + 1] - in_indptr[v]
-        take = deg
-        if fanout >= 0 and deg > 0 and (replace or deg > fanout):
-            take = fanout
-        indptr[i + 1] = indptr[i] + take
+    indptr = _counts(in_indptr, dst, fanout, replace)
     num_edges = indptr[num_dst]
     src = np.empty(num_dst + num_edges, dtype=np.int64)
     local = np.empty(num_edges, dtype=np.int64)
@@ -159,23 +204,9 @@ def _sample_layer(
             deg = in_indptr[v + 1] - start
             pos = indptr[i]
             take = indptr[i + 1] - pos
-            vkey = np.uint64(salt + v)
-            if take == deg and (fanout < 0 or not replace):
-                for k in range(deg):
-                    local[pos + k] = start + k
-            elif replace:
-                for t in range(take):
-                    local[pos + t] = start + bounded(hash3(key, vkey, t), deg)
-            else:
-                # Floyd: for j = deg-take .. deg-1 draw r in [0, j]; keep r unless
-                # already chosen, else keep j. Every take-subset is equally likely.
-                for chosen, j in enumerate(range(deg - take, deg)):
-                    pick = start + bounded(hash3(key, vkey, j), j + 1)
-                    for q in range(chosen):
-                        if local[pos + q] == pick:
-                            pick = start + j
-                            break
-                    local[pos + chosen] = pick
+            _draw(
+                start, deg, take, fanout, replace, key, np.uint64(salt + v), local, pos
+            )
             for k in range(pos, pos + take):
                 u = in_indices[local[k]]
                 lu = local_of[u]
@@ -188,6 +219,34 @@ def _sample_layer(
     for s in range(num_src):
         local_of[src[s]] = -1
     return indptr, local, src[:num_src].copy(), status
+
+
+@numba.njit(cache=True, nogil=True)
+def _sample_hop(
+    in_indptr: np.ndarray,
+    in_indices: np.ndarray,
+    dst: np.ndarray,
+    fanout: int,
+    replace: bool,
+    key: np.uint64,
+    salt: np.int64,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Sample one layer as (indptr, global source id of every edge): no numbering.
+
+    The same draws as :func:`_sample_layer` for the same key and salt.
+    """
+    indptr = _counts(in_indptr, dst, fanout, replace)
+    sources = np.empty(indptr[dst.shape[0]], dtype=np.int64)
+    for i in range(dst.shape[0]):
+        v = dst[i]
+        start = in_indptr[v]
+        pos = indptr[i]
+        take = indptr[i + 1] - pos
+        deg = in_indptr[v + 1] - start
+        _draw(start, deg, take, fanout, replace, key, np.uint64(salt + v), sources, pos)
+        for k in range(pos, pos + take):
+            sources[k] = in_indices[sources[k]]
+    return indptr, sources
 
 
 class _ScratchPool:
@@ -277,13 +336,57 @@ class NeighborSampler:
         where = "NeighborSampler.sample"
         dst = self._check_seeds(seeds, where)
         key = batch_key(self.seed, epoch, batch_index, self.rank)
+        return self._blocks(dst, key, 0, where)
+
+    def sample_hop(
+        self, seeds: Sequence[int] | np.ndarray, epoch: int = 0, batch_index: int = 0
+    ) -> tuple[Hop, list[Block]]:
+        """Sample like :meth:`sample`, with the first layer as a :class:`Hop`.
+
+        The draws are those of :meth:`sample` for the same key: the hop lists, in
+        global ids, the edges ``sample(...)[0]`` holds in local ids, in the same
+        order. A trainer that aggregates the first layer's inputs straight from
+        the feature table needs no local numbering of its sources (the largest
+        set of a batch), so none is built.
+
+        Returns:
+            ``(hop, blocks)``: the first layer, and the ``num_layers - 1`` blocks
+            of the later layers, in layer order (``hop.dst_global_ids`` is
+            ``blocks[0].src_global_ids``; with one layer, the seeds).
+
+        Raises:
+            OperatorError: as :meth:`sample`.
+        """
+        where = "NeighborSampler.sample_hop"
+        dst = self._check_seeds(seeds, where)
+        key = batch_key(self.seed, epoch, batch_index, self.rank)
+        blocks = self._blocks(dst, key, 1, where)
+        if blocks:
+            dst = blocks[0].src_global_ids
+        elif np.unique(dst).size != dst.size:
+            self._blocks(dst, key, 0, where)  # raises, naming the repeated seed
+        indptr, sources = _sample_hop(
+            self._in_indptr,
+            self._in_indices,
+            dst,
+            self.config.fanouts[0],
+            self.config.replace,
+            key,
+            np.int64(0),
+        )
+        return Hop(indptr=indptr, sources=sources, dst_global_ids=dst), blocks
+
+    def _blocks(
+        self, dst: Int64Array, key: np.uint64, first: int, where: str
+    ) -> list[Block]:
+        """Blocks of layers ``first .. num_layers - 1`` around ``dst``, layer order."""
         n = self.graph.num_nodes
         fanouts = self.config.fanouts
         blocks: list[Block] = []
         scratch = self._scratch.acquire()
         try:
             # Sample outward from the seeds: the last layer first.
-            for layer in range(len(fanouts) - 1, -1, -1):
+            for layer in range(len(fanouts) - 1, first - 1, -1):
                 indptr, local, src, status = _sample_layer(
                     self._in_indptr,
                     self._in_indices,

@@ -5,15 +5,17 @@
 that calls :meth:`BlockBatches.prepare` (the trainer's prefetch thread):
 
 1. sample the blocks (:class:`~strata.operators.samplers.NeighborSampler`);
-2. **the first layer's aggregation, fused with the gather.** The first layer
-   aggregates raw input features, which carry no gradient and no parameter: when
-   its messages are the features themselves and its aggregation is a plain mean or
-   sum, ``agg[i] = mean_{j -> i} x_j`` and the root rows ``x_i`` are computed
+2. **the first layer's aggregation, fused with sampling and the gather.** The first
+   layer aggregates raw input features, which carry no gradient and no parameter:
+   when its messages are the features themselves and its aggregation is a plain
+   mean or sum, its in-edges are sampled in global ids
+   (:meth:`~strata.operators.samplers.NeighborSampler.sample_hop`, the same draws)
+   and ``agg[i] = mean_{j -> i} x_j`` and the root rows ``x_i`` are computed
    straight from the feature table
-   (:func:`~strata.operators.kernels.gather_aggregate.gather_aggregate`). The
-   ``[num_src, F]`` input gather (17.8k rows per RMAT-18 batch) is never built, and
-   the step starts at the layer's dense part (``layer.finish(agg, x_root)``), whose
-   backward needs no aggregation either;
+   (:func:`~strata.operators.kernels.gather_aggregate.gather_aggregate`). Neither
+   the first block's local numbering nor the ``[num_src, F]`` input gather (17.8k
+   rows per RMAT-18 batch) is built, and the step starts at the layer's dense part
+   (``layer.finish(agg, x_root)``), whose backward needs no aggregation either;
 3. **block structures built once, off the step.** Every later block's
    :class:`~strata.operators.kernels.DeviceGraph` is built on the training device
    with what its layer reads: the aggregation's coefficients and the transposed
@@ -53,7 +55,7 @@ from strata.operators.kernels.device_graph import as_device_graph
 from strata.operators.kernels.gather_aggregate import gather_aggregate
 from strata.operators.layers import BasicGNN, MessagePassing
 from strata.operators.layers.message_passing import Mean, Sum
-from strata.operators.samplers import Block, NeighborSampler
+from strata.operators.samplers import Block, Hop, NeighborSampler
 from strata.storage import FeatureStore, InMemoryFeatureStore, Key
 from strata.storage.features.gather import alloc_rows
 
@@ -68,7 +70,9 @@ class BlockBatch:
     """One prepared batch of a layer stack.
 
     Attributes:
-        blocks: the sampled blocks, in layer order.
+        blocks: the blocks of the layers the step runs, in layer order: every
+            layer's, or, when fused, every layer's but the first (whose
+            aggregate stands for its block).
         x: the input rows of ``blocks[0]``'s sources, or None when fused.
         agg: the first layer's aggregate of its inputs (fused), else None.
         root: the first layer's destination rows (fused, with a root term).
@@ -178,19 +182,21 @@ class BlockBatches:
             index: the batch's position in its epoch (sampler key).
         """
         start = time.perf_counter()
-        blocks = self.sampler.sample(seeds, epoch, index)
-        sampled = time.perf_counter()
         if self._table is None:
+            blocks = self.sampler.sample(seeds, epoch, index)
+            sampled = time.perf_counter()
             x = self._gather(blocks[0].src_global_ids)
-            self._build_structures(blocks, 0)
+            self._build_structures(blocks, self._layers)
             return BlockBatch(
                 blocks,
                 x,
                 sample_s=sampled - start,
                 gather_s=time.perf_counter() - sampled,
             )
-        agg, root = self._aggregate(blocks[0])
-        self._build_structures(blocks, 1)
+        hop, blocks = self.sampler.sample_hop(seeds, epoch, index)
+        sampled = time.perf_counter()
+        agg, root = self._aggregate(hop)
+        self._build_structures(blocks, self._layers[1:])
         return BlockBatch(
             blocks,
             None,
@@ -207,30 +213,28 @@ class BlockBatches:
         table = torch.as_tensor(features)
         return table.index_select(0, torch.from_numpy(ids))
 
-    def _aggregate(self, block: Block) -> tuple[torch.Tensor, torch.Tensor | None]:
+    def _aggregate(self, hop: Hop) -> tuple[torch.Tensor, torch.Tensor | None]:
         assert self._table is not None
         assert self._first is not None
         width = self._table.shape[1]
         with_root = self._first.uses_root
-        agg = alloc_rows(
-            block.num_dst, (width,), np.float32, pin_memory=self.pin_memory
-        )
-        rows = block.num_dst if with_root else 0
+        agg = alloc_rows(hop.num_dst, (width,), np.float32, pin_memory=self.pin_memory)
+        rows = hop.num_dst if with_root else 0
         root = alloc_rows(rows, (width,), np.float32, pin_memory=self.pin_memory)
         gather_aggregate(
             self._table,
-            block.indptr,
-            block.indices,
-            block.src_global_ids,
+            hop.indptr,
+            hop.sources,
+            hop.dst_global_ids,
             mean=isinstance(self._first.aggregation, Mean),
             with_root=with_root,
             out=(agg.numpy(), root.numpy()),
         )
         return agg, root if with_root else None
 
-    def _build_structures(self, blocks: list[Block], first: int) -> None:
-        """Build blocks[first:]'s device graphs, coefficients and transposes."""
-        for block, layer in zip(blocks[first:], self._layers[first:], strict=False):
+    def _build_structures(self, blocks: list[Block], layers: list[nn.Module]) -> None:
+        """Build the blocks' device graphs, coefficients and transposes."""
+        for block, layer in zip(blocks, layers, strict=False):
             graph = as_device_graph(block, self.device)
             aggregation = getattr(layer, "aggregation", None)
             if aggregation is not None:
@@ -255,7 +259,7 @@ class BlockBatches:
         if root is not None:
             root = root.to(self.device, non_blocking=self.pin_memory)
         h = self._first.finish(agg, root)
-        for conv, block in zip(model.convs[1:], batch.blocks[1:], strict=True):
+        for conv, block in zip(model.convs[1:], batch.blocks, strict=True):
             h = F.relu(h, inplace=True) if model.act is F.relu else model.act(h)
             h = conv(block, h)
         return h

@@ -344,3 +344,32 @@ def test_in_place_relu_changes_no_gradient(make_graph):
         grads = dict(plain.named_parameters())
         for name, p in fast.named_parameters():
             torch.testing.assert_close(p.grad, grads[name].grad)
+
+
+# ------------------------------------------------------------------ sample_hop
+@pytest.mark.parametrize("replace", [False, True])
+@pytest.mark.parametrize("fanouts", [(3,), (4, 2), (-1, 3, 2)])
+def test_sample_hop_draws_what_sample_draws(fanouts, replace):
+    """The hop is blocks[0] in global ids, edge for edge; the rest are the blocks."""
+    graph = CSRGraph.from_edges(*np.random.default_rng(4).integers(0, 300, (2, 3000)))
+    sampler = NeighborSampler(graph, SamplerConfig(fanouts, replace), seed=9)
+    seeds = np.random.default_rng(1).choice(graph.num_nodes, 25, replace=False)
+    blocks = sampler.sample(seeds, epoch=2, batch_index=5)
+    hop, later = sampler.sample_hop(seeds, epoch=2, batch_index=5)
+    first = blocks[0]
+    np.testing.assert_array_equal(hop.indptr, first.indptr)
+    np.testing.assert_array_equal(hop.sources, first.src_global_ids[first.indices])
+    np.testing.assert_array_equal(hop.dst_global_ids, first.dst_global_ids)
+    assert len(later) == len(blocks) - 1
+    for got, want in zip(later, blocks[1:], strict=True):
+        np.testing.assert_array_equal(got.indptr, want.indptr)
+        np.testing.assert_array_equal(got.indices, want.indices)
+        np.testing.assert_array_equal(got.src_global_ids, want.src_global_ids)
+
+
+def test_sample_hop_rejects_repeated_seeds():
+    graph = CSRGraph.from_edges(np.array([0, 1, 2]), np.array([1, 2, 0]))
+    for fanouts in ((2,), (2, 2)):
+        sampler = NeighborSampler(graph, SamplerConfig(fanouts))
+        with pytest.raises(OperatorError, match="repeated"):
+            sampler.sample_hop([1, 2, 1])
