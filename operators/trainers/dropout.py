@@ -87,21 +87,23 @@ def _row_key(key: int, v: int) -> int:  # pragma: no cover - numba
     return row
 
 
-# The kernels below split rows over numba's threads (prange): the mask of an
-# element depends on its (row id, column) only, so the split changes no bit.
+# The kernels run on the calling thread (nogil, so other threads run meanwhile).
+# A prange version over rows (parallel=True) gave the same bits but, beside
+# torch's own OpenMP threads on a busy 2-core machine, made the Cora epoch
+# 219 ms instead of 13 ms (numba's spinning workers starve torch's).
 
 
-@numba.njit(cache=True, nogil=True, parallel=True)
+@numba.njit(cache=True, nogil=True)
 def _mask_cpu(
     ids: np.ndarray, cols: np.ndarray, key: int, threshold: int, out: np.ndarray
 ) -> None:  # pragma: no cover - numba
-    for i in numba.prange(ids.shape[0]):
+    for i in range(ids.shape[0]):
         row = _row_key(key, ids[i])
         for j in range(cols.shape[0]):
             out[i, j] = (_mix_nb(row ^ cols[j]) & _LOW) >= threshold
 
 
-@numba.njit(cache=True, nogil=True, parallel=True)
+@numba.njit(cache=True, nogil=True)
 def _dropout_cpu(
     x: np.ndarray,
     ids: np.ndarray,
@@ -116,14 +118,14 @@ def _dropout_cpu(
     Forward applies it to the features and backward to their gradient (the
     factor is its own derivative), so no mask is ever stored.
     """
-    for i in numba.prange(ids.shape[0]):
+    for i in range(ids.shape[0]):
         row = _row_key(key, ids[i])
         for j in range(cols.shape[0]):
             keep = (_mix_nb(row ^ cols[j]) & _LOW) >= threshold
             out[i, j] = x[i, j] * scale if keep else x[i, j] * np.float32(0.0)
 
 
-@numba.njit(cache=True, nogil=True, parallel=True)
+@numba.njit(cache=True, nogil=True)
 def _scale_cpu(
     x: np.ndarray,
     ids: np.ndarray,
@@ -137,7 +139,7 @@ def _scale_cpu(
     A kernel of its own: with two arguments that alias, LLVM's runtime overlap
     check fails and the loop runs unvectorised (measured 7x slower).
     """
-    for i in numba.prange(ids.shape[0]):
+    for i in range(ids.shape[0]):
         row = _row_key(key, ids[i])
         for j in range(cols.shape[0]):
             keep = (_mix_nb(row ^ cols[j]) & _LOW) >= threshold
