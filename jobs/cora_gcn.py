@@ -26,6 +26,11 @@ training up to float rounding::
 
     strata run jobs/cora_gcn.py --set workers=2
 
+``plan=auto`` lets the planner choose (one process, a gang, HongTu chunks) from
+its cost model and log why (``strata plan jobs/cora_gcn.py`` shows its table)::
+
+    strata run jobs/cora_gcn.py --set plan=auto
+
 References:
     Thomas N. Kipf, Max Welling. *Semi-Supervised Classification with Graph
     Convolutional Networks*. ICLR 2017, arXiv:1609.02907 (GCN: 81.5% on Cora).
@@ -84,7 +89,7 @@ ALIASES = {
     "dropout": "train.model.dropout",
     **{name: f"train.{name}" for name in ("lr", "weight_decay", "decay_scope")},
     **{name: f"train.{name}" for name in ("epochs", "patience", "monitor", "seed")},
-    **{name: f"train.{name}" for name in ("device", "threads", "resume")},
+    **{name: f"train.{name}" for name in ("device", "threads", "resume", "plan")},
     **{name: f"train.{name}" for name in ("checkpoint_dir", "checkpoint_every")},
 }
 PRESETS = {"train.model.name": presets("train")}

@@ -44,6 +44,11 @@ COMMANDS: list[Command] = [
         "strata.operators.cli.ingest:IngestCommand",
     ),
     LazyCommand(
+        "plan",
+        "predict each training plan's epoch time and memory, and pick one",
+        "strata.operators.cli.plan:PlanCommand",
+    ),
+    LazyCommand(
         "plot",
         "draw a run report's curves, or a benchmark JSON's bars (matplotlib)",
         "strata.operators.cli.plot:PlotCommand",

@@ -36,7 +36,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import torch
 import torch.nn.functional as F
@@ -209,6 +209,9 @@ class TrainConfig:
         schedule: the learning-rate schedule (constant, step decay, cosine).
         clip_grad_norm: clip the gradients' total 2-norm to this (None: no
             clipping).
+        plan: ``fixed`` trains as the job builds it; ``auto`` lets the planner
+            (``strata plan``) choose single-process, partition-parallel, HongTu
+            or sampled training from its cost model, and logs the choice.
     """
 
     model: ModelConfig = ModelConfig()
@@ -229,9 +232,17 @@ class TrainConfig:
     optimizer: Optimizer = field(default_factory=Adam)
     schedule: Schedule = field(default_factory=Constant)
     clip_grad_norm: float | None = None
+    plan: Literal["fixed", "auto"] = "fixed"
 
     def __post_init__(self) -> None:
         where = "TrainConfig"
+        check(
+            self.plan in ("fixed", "auto"),
+            "plan",
+            where,
+            "'fixed' or 'auto'",
+            self.plan,
+        )
         if self.clip_grad_norm is not None:
             check(
                 self.clip_grad_norm > 0,
@@ -275,11 +286,13 @@ class TrainConfig:
         """The settings that fix a run's trajectory (checkpoints must agree).
 
         Everything except ``epochs``, ``patience``, ``restore_best``, ``device``,
-        ``threads`` and the checkpoint settings, which a resumed run may change.
+        ``threads``, ``plan`` and the checkpoint settings, which a resumed run may
+        change.
         """
         data = asdict(self)
         for name in ("epochs", "patience", "restore_best", "device", "threads"):
             data.pop(name)
+        data.pop("plan")  # how it runs, not what it computes
         for name in ("checkpoint_dir", "checkpoint_every", "resume"):
             data.pop(name)
         data["monitor"] = self.monitor.value

@@ -94,6 +94,9 @@ def preset_config(model: str = "gcn", **settings: Any) -> TrainConfig:
 def trainer_for(config: TrainConfig, workers: int) -> Operator[Any, Any]:
     """The training step: one device, or a partition-parallel gang (exact mode).
 
+    With ``config.plan == "auto"`` the planner chooses when the data arrives
+    (:class:`~strata.operators.planning.auto.PlannedTrainer`).
+
     Raises:
         OperatorError: ``workers < 1``.
     """
@@ -101,6 +104,10 @@ def trainer_for(config: TrainConfig, workers: int) -> Operator[Any, Any]:
         raise OperatorError.build(
             "workers", "trainer_for", "workers >= 1", str(workers)
         )
+    if config.plan == "auto":
+        from strata.operators.planning.auto import PlannedTrainer
+
+        return PlannedTrainer(config)
     if workers == 1:
         return FullGraphTrainer(config)
     from strata.operators.trainers.distributed import (
