@@ -36,8 +36,12 @@ from numba import types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
-#: Below this many contributions a scatter runs on one thread (launch overhead).
-_PARALLEL_MIN = 4096
+#: Below this many rows a kernel runs serially, outside any parallel region. A
+#: scatter of a B=100 flush on RMAT-18 (~150k rows, ~5 ms) ran 3x slower on two
+#: threads than on one on the shared 2-core benchmark machine: every fork and join
+#: waits for a descheduled worker, and the pool's spinning workers then slow the
+#: serial numpy work that follows. Only big flushes are worth the pool.
+_PARALLEL_MIN = 1 << 20
 
 #: How many contributions ahead the scatters prefetch their target row.
 _AHEAD = 8
@@ -75,7 +79,13 @@ def _prefetch_row(arr: np.ndarray, row: int) -> None:  # pragma: no cover - comp
         _prefetch(arr, row, j)  # type: ignore[call-arg]  # numba fills typingctx
 
 
-def _parts(size: int) -> int:
+def _threads(size: int) -> int:
+    """Threads for ``size`` rows of work.
+
+    One (no parallel region at all) below :data:`_PARALLEL_MIN`, where a fork and
+    join of the thread pool costs more than the work, and far more on a busy
+    machine, where a descheduled worker holds the join up.
+    """
     return numba.get_num_threads() if size >= _PARALLEL_MIN else 1
 
 
@@ -83,18 +93,21 @@ def gather_scatter_add(
     target: np.ndarray, dst: np.ndarray, source: np.ndarray, rows: np.ndarray
 ) -> None:
     """``target[dst[i]] += source[rows[i]]`` for every ``i``, in order per row."""
-    _scatter_add(target, dst, source, rows, _parts(dst.shape[0]))
+    parts = _threads(dst.shape[0])
+    kernel = _scatter_add if parts > 1 else _scatter_add_serial
+    kernel(target, dst, source, rows, parts)
 
 
 def gather_scatter_max(
     target: np.ndarray, dst: np.ndarray, source: np.ndarray, rows: np.ndarray
 ) -> None:
     """``target[dst[i]] = max(target[dst[i]], source[rows[i]])`` elementwise."""
-    _scatter_max(target, dst, source, rows, _parts(dst.shape[0]))
+    parts = _threads(dst.shape[0])
+    kernel = _scatter_max if parts > 1 else _scatter_max_serial
+    kernel(target, dst, source, rows, parts)
 
 
-@numba.njit(cache=True, nogil=True, parallel=True)
-def _scatter_add(
+def _scatter_add_body(
     target: np.ndarray,
     dst: np.ndarray,
     source: np.ndarray,
@@ -115,8 +128,11 @@ def _scatter_add(
                 target[t, j] += source[s, j]
 
 
-@numba.njit(cache=True, nogil=True, parallel=True)
-def _scatter_max(
+_scatter_add = numba.njit(cache=True, nogil=True, parallel=True)(_scatter_add_body)
+_scatter_add_serial = numba.njit(cache=True, nogil=True)(_scatter_add_body)
+
+
+def _scatter_max_body(
     target: np.ndarray,
     dst: np.ndarray,
     source: np.ndarray,
@@ -139,6 +155,10 @@ def _scatter_max(
                     target[t, j] = value
 
 
+_scatter_max = numba.njit(cache=True, nogil=True, parallel=True)(_scatter_max_body)
+_scatter_max_serial = numba.njit(cache=True, nogil=True)(_scatter_max_body)
+
+
 @numba.njit(cache=True, nogil=True)
 def scatter_count(
     target: np.ndarray, dst: np.ndarray, counts: np.ndarray
@@ -152,7 +172,6 @@ def scatter_count(
 READ_SUM, READ_MEAN, READ_GCN = 0, 1, 2
 
 
-@numba.njit(cache=True, nogil=True, parallel=True)
 def read_linear(
     out: np.ndarray,
     ids: np.ndarray,
@@ -163,13 +182,28 @@ def read_linear(
     mode: int,
     loop_weight: float,
     relu: bool,
-) -> None:  # pragma: no cover - compiled
+) -> None:
     """Outputs of linear rules for ``ids`` in one pass (no temporaries).
 
     ``mode``: :data:`READ_SUM` (``S + b + R``), :data:`READ_MEAN` (``S / n + b +
     R``, 0 where ``n == 0``) or :data:`READ_GCN` (``s S + w s^2 R + b`` with
     ``s = (n + w)^-1/2``); then ReLU when ``relu``.
     """
+    kernel = _read_linear if _threads(ids.shape[0]) > 1 else _read_linear_serial
+    kernel(out, ids, agg, counts, root, bias, mode, loop_weight, relu)
+
+
+def _read_linear_body(
+    out: np.ndarray,
+    ids: np.ndarray,
+    agg: np.ndarray,
+    counts: np.ndarray,
+    root: np.ndarray,
+    bias: np.ndarray,
+    mode: int,
+    loop_weight: float,
+    relu: bool,
+) -> None:  # pragma: no cover - compiled
     width = out.shape[1]
     m = ids.shape[0]
     for i in numba.prange(m):  # rows are independent
@@ -190,3 +224,30 @@ def read_linear(
             if relu and value < 0.0:
                 value = 0.0
             out[i, j] = value
+
+
+_read_linear = numba.njit(cache=True, nogil=True, parallel=True)(_read_linear_body)
+_read_linear_serial = numba.njit(cache=True, nogil=True)(_read_linear_body)
+
+
+#: Below this many rows :func:`linear_rows` runs here, serially, rather than in
+#: torch: a flush's few hundred changed rows are a ~1M-multiply GEMM, and a thread
+#: pool's fork and join (torch's OpenMP team after numba's, on a 2-core machine that
+#: others share) costs milliseconds where the work costs ~0.1 ms.
+SMALL_ROWS = 2048
+
+
+@numba.njit(cache=True, nogil=True)
+def matmul_rows(
+    x: np.ndarray, w_t: np.ndarray, out: np.ndarray
+) -> None:  # pragma: no cover - compiled
+    """``out = x @ w_t`` row by row (float64; the inner loop vectorises over out)."""
+    k, d_in = x.shape
+    d_out = w_t.shape[1]
+    for i in range(k):
+        for j in range(d_out):
+            out[i, j] = 0.0
+        for c in range(d_in):
+            a = x[i, c]
+            for j in range(d_out):
+                out[i, j] += a * w_t[c, j]

@@ -137,7 +137,9 @@ def scatter_add(
     if rows is None:
         rows = np.arange(index.shape[0], dtype=np.int64)
     if target.ndim == 1:
-        scatter_count(target, index, np.asarray(source, dtype=target.dtype)[rows])
+        counts = np.asarray(source, dtype=target.dtype)[rows]
+        if counts.any():  # a replace changes no count: skip the random writes
+            scatter_count(target, index, counts)
         return
     values = np.ascontiguousarray(source, dtype=target.dtype)
     gather_scatter_add(target, index, values, rows)

@@ -72,6 +72,7 @@ from strata.operators.layers.message_passing import (
     MessagePassing,
     message_passing_layer,
 )
+from strata.operators.streaming._kernels import SMALL_ROWS, matmul_rows
 
 Float64Array = npt.NDArray[np.float64]
 
@@ -105,6 +106,10 @@ class LayerRule:
     root_dim: int
     _weight: torch.Tensor | None = field(default=None, repr=False)
     _bias: torch.Tensor | None = field(default=None, repr=False)
+    _weight_t: Float64Array | None = field(default=None, repr=False)
+    _root_map: tuple[Float64Array, Float64Array] | None = field(
+        default=None, repr=False
+    )
 
     # ------------------------------------------------------------------ building
     @classmethod
@@ -135,6 +140,8 @@ class LayerRule:
             root_dim=root_dim,
             _weight=None if wb is None else wb[0],
             _bias=None if wb is None else wb[1],
+            _weight_t=None if wb is None else _numpy(wb[0].t()),
+            _root_map=_affine_map(layer) if layer.uses_root else None,
         )
 
     # ------------------------------------------------------------------ shape
@@ -184,20 +191,23 @@ class LayerRule:
         """GCN's ``s = (n + loop_weight) ** -0.5`` for live in-degrees ``n``."""
         return (np.asarray(n, dtype=np.float64) + self.loop_weight) ** -0.5
 
-    def _message(self, f: npt.ArrayLike) -> torch.Tensor:
-        m = self.layer.message(_torch(f))
+    def _message(self, f: npt.ArrayLike) -> Float64Array:
+        m = _numpy(self.layer.message(_torch(f)))
         if self.transformed:
-            assert self._weight is not None
-            m = torch.nn.functional.linear(m, self._weight)
+            assert self._weight_t is not None
+            m = linear_rows(m, self._weight_t)
         return m
 
     def root(self, f: np.ndarray) -> Float64Array:
         """``R`` of input rows ``f`` (float64 ``[k, root_dim]``)."""
         with torch.no_grad():
             if self.skips_loops:  # the vertex's own message joins its aggregate
-                return _numpy(self._message(f))
+                return self._message(f)
             if not self.layer.uses_root:
                 return np.zeros((np.shape(f)[0], self.root_dim))
+            if self._root_map is not None and np.shape(f)[0] < SMALL_ROWS:
+                a, b = self._root_map
+                return linear_rows(np.asarray(f, dtype=np.float64), a) + b
             r = self.layer.root(_torch(f))
             assert r is not None
             return _numpy(r)
@@ -207,7 +217,7 @@ class LayerRule:
         if self.degree_dependent:
             return r * self.scale(n)[:, None]
         with torch.no_grad():
-            return _numpy(self._message(f))
+            return self._message(f)
 
     def read(
         self, agg: Float64Array, n: npt.ArrayLike, r: Float64Array
@@ -273,6 +283,41 @@ class LayerRule:
             f"LayerRule({type(self.layer).__name__}, aggr={self.aggr}, "
             f"{self.in_dim} -> {self.out_dim})"
         )
+
+
+def linear_rows(x: np.ndarray, w_t: Float64Array) -> Float64Array:
+    """``x @ w_t`` in float64: few rows here (no thread pool), many in torch."""
+    x64 = np.ascontiguousarray(x, dtype=np.float64)
+    if x64.shape[0] >= SMALL_ROWS:
+        return _numpy(_torch(x64) @ _torch(w_t))
+    out = np.empty((x64.shape[0], w_t.shape[1]))
+    matmul_rows(x64, w_t, out)
+    return out
+
+
+def _affine_map(layer: MessagePassing) -> tuple[Float64Array, Float64Array] | None:
+    """``(A, b)`` with ``root(f) == f @ A + b`` when the layer's root is affine.
+
+    Probed from the definition: ``b = root(0)``, row ``i`` of ``A`` is
+    ``root(e_i) - b`` (exact for a linear map: one product and zeros per entry),
+    then a random probe must agree (to 1e-9 relative); otherwise None (the rule
+    calls ``root`` itself).
+    """
+    width = _in_dim(layer)
+    with torch.no_grad():
+        zero = layer.root(torch.zeros(1, width, dtype=torch.float64))
+        basis = layer.root(torch.eye(width, dtype=torch.float64))
+        probe = torch.from_numpy(np.random.default_rng(0).normal(size=(4, width)))
+        expected = layer.root(probe)
+    if zero is None or basis is None or expected is None:
+        return None
+    b = _numpy(zero)[0]
+    a = np.ascontiguousarray(_numpy(basis) - b)
+    got = _numpy(probe) @ a + b
+    want = _numpy(expected)
+    if not np.allclose(got, want, rtol=1e-9, atol=1e-9 * (1 + np.abs(want).max())):
+        return None
+    return a, b
 
 
 def _in_dim(layer: MessagePassing) -> int:

@@ -8,6 +8,8 @@ Usage (from the repository root)::
         --scale 16 --updates 20000
     .venv/bin/python benchmarks/operators/streaming/run_streaming.py exactness \
         --scale 16 --updates 100000 --window 1000 --model gcn
+    .venv/bin/python benchmarks/operators/streaming/run_streaming.py peers \
+        --scale 18 --batch-sizes 100 --batches 30 --write   # vs PyG (issue 15)
     .venv/bin/python benchmarks/operators/streaming/run_streaming.py ingest --seconds 60
         [--retention-s 2]   # default: no consumer truncates; the log quota fills
 
@@ -29,10 +31,13 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from peer_harness import peer_run, result_rows
 from streaming_checks import exactness_run, window_curve
 from streaming_harness import crossover, make_setup, throughput_row
 
 from strata.operators.streaming import Adaptive, Count, Immediate, Session
+
+RESULTS = Path(__file__).resolve().parents[2] / "results"
 
 
 def windows_for_curve() -> dict:
@@ -48,7 +53,7 @@ def windows_for_curve() -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument(
-        "experiment", choices=["throughput", "windows", "exactness", "ingest"]
+        "experiment", choices=["throughput", "windows", "exactness", "ingest", "peers"]
     )
     parser.add_argument("--scale", type=int, default=16)
     parser.add_argument("--model", default="sage")
@@ -57,6 +62,12 @@ def main() -> None:
     parser.add_argument("--window", type=int, default=1000)
     parser.add_argument("--seconds", type=float, default=60.0)
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--batches", type=int, default=30, help="peers: timed batches")
+    parser.add_argument(
+        "--write",
+        action="store_true",
+        help="peers: write benchmarks/results/streaming.json",
+    )
     parser.add_argument(
         "--retention-s",
         type=float,
@@ -78,7 +89,22 @@ def main() -> None:
             "nodes": setup.graph.num_nodes,
             "edges": setup.graph.num_edges,
         }
-        if args.experiment == "throughput":
+        if args.experiment == "peers":
+            runs = [
+                peer_run(setup, int(b), batches=args.batches)
+                for b in args.batch_sizes.split(",")
+            ]
+            result["runs"] = runs
+            if args.write:
+                command = "OPENBLAS_NUM_THREADS=1 .venv/bin/python " + " ".join(
+                    [str(Path(sys.argv[0])), *sys.argv[1:]]
+                )
+                rows = [r for run in runs for r in result_rows(run, command)]
+                RESULTS.mkdir(parents=True, exist_ok=True)
+                (RESULTS / "streaming.json").write_text(
+                    json.dumps({"topic": "streaming", "rows": rows}, indent=2) + "\n"
+                )
+        elif args.experiment == "throughput":
             rows = []
             for b in (int(v) for v in args.batch_sizes.split(",")):
                 rows.append(throughput_row(setup, b))

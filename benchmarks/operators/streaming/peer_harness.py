@@ -1,0 +1,214 @@
+"""Incremental streaming inference against PyG recomputing (issue 15 item 5).
+
+Three paths keep a 2-layer SAGE-mean model's embeddings current on one update
+stream, with the same weights (:mod:`pyg_peer` copies Strata's):
+
+* ``incremental``: :class:`strata.operators.streaming.StreamingGNN`, one flush per
+  batch;
+* ``pyg_affected``: :class:`pyg_peer.PygAffected` (k_hop_subgraph recompute);
+* ``pyg_full``: :class:`pyg_peer.PygFull` (full forward per batch).
+
+They run interleaved by rounds of a few consecutive batches (C B A, C B A, ...), so
+machine noise hits all three alike while each path still sees consecutive batches,
+as it would when deployed (per-batch alternation would also bill the incremental
+path for caches the recompute just flushed). Every path applies the batch to its
+own graph inside its timed call. After every batch (untimed) the incremental
+embeddings of every node and the affected path's table are compared with the full
+recompute's table of the same batch: the max absolute difference is reported. A
+round's figure is updates per second over its batches (wall clock); results are
+the median and spread over rounds. Process CPU time is recorded too.
+"""
+
+from __future__ import annotations
+
+import gc
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+from pyg_peer import PEER, PygAffected, PygFull
+from streaming_harness import Setup, make_batches
+
+from strata.operators.streaming import LayerDelta, StreamingGNN, StreamingModel
+
+PATHS = ("incremental", "pyg_affected", "pyg_full")
+
+
+@dataclass
+class _Times:
+    wall: list[float] = field(default_factory=list)
+    cpu: list[float] = field(default_factory=list)
+
+    def add(self, wall: float, cpu: float) -> None:
+        self.wall.append(wall)
+        self.cpu.append(cpu)
+
+
+def _timed(fn: Any, times: _Times | None) -> Any:
+    wall, cpu = time.perf_counter(), time.process_time()
+    out = fn()
+    if times is not None:
+        times.add(time.perf_counter() - wall, time.process_time() - cpu)
+    return out
+
+
+def peer_run(
+    setup: Setup,
+    batch_size: int,
+    *,
+    batches: int = 30,
+    warmup: int = 2,
+    round_batches: int = 5,
+) -> dict[str, Any]:
+    """Time the three paths over the same ``batches`` (after ``warmup``) batches.
+
+    Rounds of ``round_batches`` consecutive batches, interleaved by path: the full
+    recompute runs the round first (its tables are kept), then the affected
+    recompute, then the incremental path, each compared with the kept table after
+    every batch. Returns per path: updates/s per round, per-batch milliseconds (wall
+    and CPU), the exactness figures, and the ratios of the medians.
+    """
+    stream: list[pa.RecordBatch] = make_batches(setup, batch_size, warmup + batches)
+    inc = StreamingGNN(StreamingModel.from_module(setup.model))
+    inc.initialize(setup.graph, setup.x)
+    affected = PygAffected(setup.model, setup.graph, setup.x)
+    full = PygFull(setup.model, setup.graph, setup.x)
+    nodes = np.arange(setup.graph.num_nodes)
+    times = {path: _Times() for path in PATHS}
+    worst = {"incremental": 0.0, "pyg_affected": 0.0}
+    initial = float(np.abs(inc.embeddings(nodes) - full.table).max())
+    rounds: dict[str, list[float]] = {path: [] for path in PATHS}
+    cuts = [range(0, warmup)] + [
+        range(start, min(start + round_batches, warmup + batches))
+        for start in range(warmup, warmup + batches, round_batches)
+    ]
+    for number, batch_ids in enumerate(cuts):
+        keep = number > 0  # the first cut is the warm-up
+        gc.collect()
+        gc.disable()  # a collection inside a timed call would bill one path alone
+        try:
+            tables = []
+            for i in batch_ids:
+                table = _timed(
+                    lambda b=stream[i]: full.update(b),
+                    times["pyg_full"] if keep else None,
+                )
+                tables.append(table.copy())
+            for i, table in zip(batch_ids, tables, strict=True):
+                _timed(
+                    lambda b=stream[i]: affected.update(b),
+                    times["pyg_affected"] if keep else None,
+                )
+                diff = float(np.abs(affected.table - table).max())
+                worst["pyg_affected"] = max(worst["pyg_affected"], diff)
+            for i, table in zip(batch_ids, tables, strict=True):
+                _timed(
+                    lambda b=stream[i]: inc.apply(LayerDelta.from_updates(b)),
+                    times["incremental"] if keep else None,
+                )
+                diff = float(np.abs(inc.embeddings(nodes) - table).max())
+                worst["incremental"] = max(worst["incremental"], diff)
+        finally:
+            gc.enable()
+        if keep:
+            for path, t in times.items():
+                seconds = t.wall[-len(batch_ids) :]
+                rounds[path].append(batch_size * len(seconds) / sum(seconds))
+    out: dict[str, Any] = {
+        "graph": setup.name,
+        "nodes": setup.graph.num_nodes,
+        "edges": setup.graph.num_edges,
+        "batch_size": batch_size,
+        "timed_batches": batches,
+        "warmup_batches": warmup,
+        "rounds": len(cuts) - 1,
+        "round_batches": round_batches,
+        "peer": PEER,
+        "checked_batches": warmup + batches,
+        "initial_max_abs_diff": initial,
+        "max_abs_diff_vs_pyg_full": worst,
+        "pyg_affected_recomputed_per_batch": affected.recomputed / len(stream),
+        "pyg_affected_subgraph_edges_per_batch": affected.subgraph_edges / len(stream),
+    }
+    for path, t in times.items():
+        per_round = rounds[path]
+        out[path] = {
+            "updates_per_s_rounds": [round(r, 2) for r in per_round],
+            "updates_per_s": float(np.median(per_round)),
+            "updates_per_s_spread": [min(per_round), max(per_round)],
+            "ms_per_batch_median": 1e3 * float(np.median(t.wall)),
+            "ms_per_batch_mean": 1e3 * float(np.mean(t.wall)),
+            "cpu_ms_per_batch_mean": 1e3 * float(np.mean(t.cpu)),
+            "updates_per_cpu_s": batch_size * len(t.cpu) / float(np.sum(t.cpu)),
+        }
+    inc_rate = out["incremental"]["updates_per_s"]
+    for peer in ("pyg_affected", "pyg_full"):
+        out[f"speedup_vs_{peer}"] = inc_rate / out[peer]["updates_per_s"]
+        out[f"cpu_speedup_vs_{peer}"] = (
+            out["incremental"]["updates_per_cpu_s"] / out[peer]["updates_per_cpu_s"]
+        )
+    return out
+
+
+#: Largest max-abs difference from the peer's recompute that counts as exact.
+EXACT = 1e-5
+
+#: Targets of issue 15 item 5 at B = 100 (times the peer's updates per second).
+TARGETS = {"pyg_full": 76.0, "pyg_affected": 20.0}
+
+
+def result_rows(run: dict[str, Any], command: str) -> list[dict[str, Any]]:
+    """The rows of ``benchmarks/results/streaming.json`` for one :func:`peer_run`."""
+    rows = []
+    names = {
+        "pyg_full": "full recompute (SAGEConv, sparse CSR adj_t) per batch",
+        "pyg_affected": "affected L-hop recompute (k_hop_subgraph + SAGEConv) "
+        "per batch",
+    }
+    inc = run["incremental"]
+    for peer, target in TARGETS.items():
+        p = run[peer]
+        ratio = inc["updates_per_s"] / p["updates_per_s"]
+        diff = run["max_abs_diff_vs_pyg_full"]
+        note = (
+            f"wall-clock updates/s, median over {run['rounds']} rounds of "
+            f"{run['round_batches']} batches ({run['timed_batches']} timed batches "
+            f"per path after {run['warmup_batches']} warm-up), paths interleaved "
+            f"by round; each path "
+            f"applies the batch to its own graph in its timed call. Exactness: max "
+            f"|incremental - PyG full| over all nodes after every one of "
+            f"{run['checked_batches']} batches = {diff['incremental']:.2e}"
+            f" (PyG affected vs full: {diff['pyg_affected']:.2e}). ms/batch median: "
+            f"incremental {inc['ms_per_batch_median']:.1f}, peer "
+            f"{p['ms_per_batch_median']:.1f}. CPU-time speedup "
+            f"{run['cpu_speedup_vs_' + peer]:.1f}x."
+        )
+        if peer == "pyg_affected":
+            note += (
+                f" Peer recomputes {run['pyg_affected_recomputed_per_batch']:.0f} "
+                f"targets per batch on a subgraph of "
+                f"{run['pyg_affected_subgraph_edges_per_batch']:.0f} edges."
+            )
+        rows.append(
+            {
+                "work": f"streaming 2-layer SAGE-mean (d=64), {run['graph']} "
+                f"({run['nodes']} nodes, {run['edges']} edges), B={run['batch_size']} "
+                f"updates per batch (70% add, 20% delete, 10% feature): incremental "
+                f"vs PyG {names[peer]}",
+                "metric": "updates per second",
+                "better": "higher",
+                "strata": round(inc["updates_per_s"], 2),
+                "strata_spread": [round(v, 2) for v in inc["updates_per_s_spread"]],
+                "peer": f"{PEER}, {names[peer]}",
+                "peer_value": round(p["updates_per_s"], 3),
+                "peer_spread": [round(v, 3) for v in p["updates_per_s_spread"]],
+                "ratio": round(ratio, 2),
+                "target": f">= {target:g}",
+                "met": bool(ratio >= target and diff["incremental"] <= EXACT),
+                "command": command,
+                "note": note,
+            }
+        )
+    return rows
