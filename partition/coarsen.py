@@ -43,6 +43,7 @@ Examples:
 
 from __future__ import annotations
 
+import enum
 from dataclasses import dataclass
 
 import numpy as np
@@ -53,6 +54,20 @@ from strata.partition._rng import partial_permutation
 from strata.partition._types import Int32Array, Int64Array
 
 _UNMATCHED = -1
+
+
+class Clustering(enum.Enum):
+    """How a level groups vertices.
+
+    ``MATCHING``: pairs (METIS). ``LABEL_PROPAGATION``: size-constrained label
+    propagation clusters of any size (KaHIP's social modes; Meyerhenke, Sanders
+    and Schulz, "Partitioning Complex Networks via Size-Constrained Clustering",
+    SEA 2014), which contracts whole communities of social graphs at once; levels
+    that shrink by less than ``min_shrink`` fall back to matching.
+    """
+
+    MATCHING = "matching"
+    LABEL_PROPAGATION = "label_propagation"
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,6 +84,10 @@ class CoarsenConfig:
         small_graph: graphs with at most this many vertices use
             ``small_per_part`` instead of ``per_part`` (Strata's change, below).
         small_per_part: ``per_part`` of small graphs.
+        clustering: pairs or label-propagation clusters (:class:`Clustering`).
+        cluster_factor: label-propagation clusters weigh at most
+            ``max(max_vwgt, (W / k) / cluster_factor)``.
+        lp_iterations: label-propagation rounds per level.
 
     On small graphs the whole run takes milliseconds, so a coarsest graph twice
     as large (more of the cut decided by the recursive bisection with FM, less by
@@ -85,6 +104,9 @@ class CoarsenConfig:
     two_hop_trigger: float = 0.10
     small_graph: int = 10_000
     small_per_part: int = 60
+    clustering: Clustering = Clustering.MATCHING
+    cluster_factor: float = 14.0
+    lp_iterations: int = 3
 
     def coarsen_to(self, num_nodes: int, k: int) -> int:
         """Target vertex count of the coarsest graph for a k-way partition."""
@@ -452,6 +474,141 @@ def contract(
 
 
 @njit(cache=True)
+def label_propagation(
+    xadj: np.ndarray,
+    adjncy: np.ndarray,
+    adjwgt: np.ndarray,
+    vwgt: np.ndarray,
+    vwgt2: np.ndarray,
+    max_size: int,
+    max_size2: int,
+    iterations: int,
+    keep: np.ndarray,
+    state: np.ndarray,
+) -> tuple[np.ndarray, int]:
+    """Size-constrained label propagation: ``(cmap, clusters)``.
+
+    Every vertex starts alone; in a seeded order (low degree first) each joins the
+    neighbouring cluster it has the most edge weight to, if that cluster stays
+    within ``max_size`` (and ``max_size2`` for ``vwgt2``, when not empty) and, with
+    ``keep`` not empty, lies in its own part. Stops after ``iterations`` rounds or
+    a round that moves fewer than 0.1% of the vertices.
+    """
+    n = xadj.shape[0] - 1
+    two = vwgt2.shape[0] > 0
+    within = keep.shape[0] > 0
+    label = np.arange(n, dtype=np.int64)
+    size = vwgt.astype(np.int64).copy()
+    size2 = vwgt2.astype(np.int64).copy()
+    conn = np.zeros(n, dtype=np.int64)
+    touched = np.empty(n, dtype=np.int64)
+    order = degree_order(xadj, partial_permutation(state, n))
+    for _ in range(iterations):
+        moved = 0
+        for v in order:
+            own = label[v]
+            nt = 0
+            for e in range(xadj[v], xadj[v + 1]):
+                u = adjncy[e]
+                if within and keep[u] != keep[v]:
+                    continue
+                lab = label[u]
+                if conn[lab] == 0:
+                    touched[nt] = lab
+                    nt += 1
+                conn[lab] += adjwgt[e]
+            best = own
+            best_w = conn[own]
+            for t in range(nt):
+                lab = touched[t]
+                if lab == own or conn[lab] <= best_w:
+                    continue
+                if size[lab] + vwgt[v] > max_size:
+                    continue
+                if two and size2[lab] + vwgt2[v] > max_size2:
+                    continue
+                best = lab
+                best_w = conn[lab]
+            for t in range(nt):
+                conn[touched[t]] = 0
+            if best != own:
+                size[own] -= vwgt[v]
+                size[best] += vwgt[v]
+                if two:
+                    size2[own] -= vwgt2[v]
+                    size2[best] += vwgt2[v]
+                label[v] = best
+                moved += 1
+        if moved * 1000 < n:
+            break
+    cmap = np.full(n, -1, dtype=np.int64)
+    rename = np.full(n, -1, dtype=np.int64)
+    cn = 0
+    for v in range(n):
+        lab = label[v]
+        if rename[lab] < 0:
+            rename[lab] = cn
+            cn += 1
+        cmap[v] = rename[lab]
+    return cmap, cn
+
+
+@njit(cache=True)
+def contract_clusters(
+    xadj: np.ndarray,
+    adjncy: np.ndarray,
+    adjwgt: np.ndarray,
+    vwgt: np.ndarray,
+    vwgt2: np.ndarray,
+    cmap: np.ndarray,
+    cn: int,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`contract` for clusters of any size (``cmap``: vertex -> cluster)."""
+    n = xadj.shape[0] - 1
+    two = vwgt2.shape[0] > 0
+    ptr = np.zeros(cn + 1, dtype=np.int64)
+    for v in range(n):
+        ptr[cmap[v] + 1] += 1
+    for c in range(cn):
+        ptr[c + 1] += ptr[c]
+    fill = ptr[:cn].copy()
+    members = np.empty(n, dtype=np.int64)
+    for v in range(n):
+        members[fill[cmap[v]]] = v
+        fill[cmap[v]] += 1
+    cxadj = np.zeros(cn + 1, dtype=np.int64)
+    cvwgt = np.zeros(cn, dtype=np.int64)
+    cvwgt2 = np.zeros(cn if two else 0, dtype=np.int64)
+    buf_adj = np.empty(xadj[n], dtype=np.int32)
+    buf_wgt = np.empty(xadj[n], dtype=adjwgt.dtype)
+    slot = np.full(cn, -1, dtype=np.int64)
+    nedges = 0
+    for c in range(cn):
+        start = nedges
+        for i in range(ptr[c], ptr[c + 1]):
+            x = members[i]
+            cvwgt[c] += vwgt[x]
+            if two:
+                cvwgt2[c] += vwgt2[x]
+            for e in range(xadj[x], xadj[x + 1]):
+                t = cmap[adjncy[e]]
+                if t == c:
+                    continue
+                s = slot[t]
+                if s < 0:
+                    slot[t] = nedges
+                    buf_adj[nedges] = t
+                    buf_wgt[nedges] = adjwgt[e]
+                    nedges += 1
+                else:
+                    buf_wgt[s] += adjwgt[e]
+        for e in range(start, nedges):
+            slot[buf_adj[e]] = -1
+        cxadj[c + 1] = nedges
+    return cxadj, buf_adj[:nedges].copy(), buf_wgt[:nedges].copy(), cvwgt, cvwgt2
+
+
+@njit(cache=True)
 def coarsen_once(
     xadj: np.ndarray,
     adjncy: np.ndarray,
@@ -521,10 +678,43 @@ def coarsen(
     levels: list[Level] = []
     current = graph
     part = np.zeros(0, dtype=np.int32) if keep is None else keep
+    lp = config.clustering is Clustering.LABEL_PROPAGATION
+    max_cluster = max(max_vwgt, int(graph.total_vwgt / k / config.cluster_factor))
+    max_cluster2 = max(max_vwgt2, int(graph.vwgt2.sum() / k / config.cluster_factor))
     while True:
         n = current.num_nodes
         if n <= target or current.adjncy.shape[0] <= n // 2:
             break
+        if lp:
+            cmap, cn = label_propagation(
+                current.xadj,
+                current.adjncy,
+                current.adjwgt,
+                current.vwgt,
+                current.vwgt2,
+                max_cluster,
+                max_cluster2,
+                config.lp_iterations,
+                part,
+                state,
+            )
+            if cn < config.min_shrink * n:
+                cxadj, cadjncy, cadjwgt, cvwgt, cvwgt2 = contract_clusters(
+                    current.xadj,
+                    current.adjncy,
+                    current.adjwgt,
+                    current.vwgt,
+                    current.vwgt2,
+                    cmap,
+                    cn,
+                )
+                if keep is not None:
+                    part = restrict(cmap, part, cn)
+                levels.append(Level(current, cmap))
+                current = WeightedCSR(cxadj, cadjncy, cadjwgt, cvwgt, cvwgt2)
+                heavy = True
+                continue
+            lp = False  # clustering stalled: pairs from here on
         cmap, cxadj, cadjncy, cadjwgt, cvwgt, cvwgt2 = coarsen_once(
             current.xadj,
             current.adjncy,

@@ -113,7 +113,10 @@ class MultilevelPartitioner:
                 "vcycles": self.vcycles,
                 "initial_runs": self.initial_runs,
             },
-            floats={"imbalance": self.imbalance, "edge_imbalance": self.edge_imbalance},
+            floats={
+                "imbalance": self.imbalance,
+                "edge_imbalance": self.edge_imbalance,
+            },
         )
 
     def partition(
@@ -264,7 +267,13 @@ class MultilevelPartitioner:
                 limits.imbalance2,
             )
             cut = fm_refine(
-                graph, info, bounds, cut, self.fm_passes, self.fm_limit, state
+                graph,
+                info,
+                bounds,
+                cut,
+                self.fm_passes,
+                self.fm_limit,
+                state,
             )
         return cut
 

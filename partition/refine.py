@@ -446,6 +446,26 @@ def greedy_kway(
 
 
 @njit(cache=True)
+def _move_detached(
+    graph: tuple[np.ndarray, ...], info: tuple[np.ndarray, ...], v: int, target: int
+) -> None:
+    """Move ``v`` (no neighbour in its part) to ``target`` (no neighbour there)."""
+    xadj, adjncy, adjwgt, vwgt, vwgt2 = graph
+    where, _, _, nnbrs, nstart, npart, ned, pwgts, pwgts2 = info
+    src = where[v]
+    where[v] = target
+    pwgts[src] -= vwgt[v]
+    pwgts[target] += vwgt[v]
+    if vwgt2.shape[0] > 0:
+        pwgts2[src] -= vwgt2[v]
+        pwgts2[target] += vwgt2[v]
+    for e in range(xadj[v], xadj[v + 1]):
+        u = adjncy[e]
+        _add_to_list(nstart, nnbrs, npart, ned, u, src, -adjwgt[e])
+        _add_to_list(nstart, nnbrs, npart, ned, u, target, adjwgt[e])
+
+
+@njit(cache=True)
 def enforce_cap(
     xadj: np.ndarray,
     adjncy: np.ndarray,
@@ -549,7 +569,11 @@ def enforce_cap(
                 continue
             c = nnbrs[v]
             if c == min(xadj[v + 1] - xadj[v], k):
-                continue  # no free slot: cannot happen while v has an own-part edge
+                # No free slot, so v has no neighbour in its own part (else a
+                # slot would be free): moving it to a part it does not touch
+                # leaves its own degrees and the cut unchanged.
+                _move_detached(graph, info, v, target)
+                continue
             npart[base + c] = target
             ned[base + c] = 0
             nnbrs[v] = c + 1
