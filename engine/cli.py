@@ -231,7 +231,9 @@ def main(argv: Sequence[str] | None = None, commands: Sequence[Command] = ()) ->
     parser = argparse.ArgumentParser(
         prog="strata", description="Strata: dataflow pipelines for graphs and GNNs."
     )
-    parser.add_argument("--version", action="version", version=f"strata {version()}")
+    # The version is looked up only when asked for: finding the distribution
+    # reads every installed package's file list (0.2-1 s with torch installed).
+    parser.add_argument("--version", action=_VersionAction)
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     table: dict[str, Command] = {}
     builtin: list[Command] = [RunCommand(), DescribeCommand()]
@@ -282,8 +284,38 @@ def _add_verbosity(parser: argparse.ArgumentParser) -> None:
     )
 
 
+class _VersionAction(argparse.Action):
+    """``--version``: print ``strata <version>`` and exit (argparse's, made lazy)."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str) -> None:
+        super().__init__(
+            option_strings,
+            dest=dest,
+            default=argparse.SUPPRESS,
+            nargs=0,
+            help="show program's version number and exit",
+        )
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: object,
+        option_string: str | None = None,
+    ) -> None:
+        print(f"strata {version()}")
+        parser.exit()
+
+
+#: The distribution this package is published as (pyproject's ``name``).
+DISTRIBUTION = "strata-gnn"
+
+
 def version() -> str:
     """The installed distribution's version (from its metadata), or "unknown"."""
+    with contextlib.suppress(importlib.metadata.PackageNotFoundError):
+        return importlib.metadata.version(DISTRIBUTION)
+    # Installed under another name: find it by the package it provides (slow).
     names = importlib.metadata.packages_distributions().get("strata", [])
     for name in names:
         try:

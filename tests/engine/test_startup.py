@@ -10,7 +10,12 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from importlib import metadata
 from pathlib import Path
+
+import pytest
+
+from strata.operators.cli.main import main
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -57,3 +62,11 @@ def test_job_help_does_not_import_dynamo() -> None:
     assert "torch" in loaded
     assert "torch._dynamo" not in loaded
     assert "sympy" not in loaded
+
+
+def test_version_is_the_installed_distributions(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # looked up only when asked for (finding it reads every installed package)
+    assert main(["--version"]) == 0
+    assert capsys.readouterr().out == f"strata {metadata.version('strata-gnn')}\n"
