@@ -51,18 +51,23 @@ def measure(step: Callable[[], Any], *, warmup: int, rounds: int) -> dict[str, A
     base = psutil.Process().memory_info().rss
     times = []
     cpu_times = []
+    warmup_times = []
     with RssPoller() as poller:
         for i in range(warmup + rounds):
             start = time.perf_counter()
             cpu_start = time.process_time()
             step()
-            if i >= warmup:
+            if i < warmup:
+                warmup_times.append(time.perf_counter() - start)
+            else:
                 times.append(time.perf_counter() - start)
                 cpu_times.append(time.process_time() - cpu_start)
     times_sorted = sorted(times)
     mb = 1024 * 1024
     return {
         "times_s": times,
+        # Warm-up steps (the first compiles numba kernels and fills caches).
+        "warmup_s": warmup_times,
         # CPU seconds of the whole process per round (all threads): less
         # sensitive than wall time to other tenants of a shared machine.
         "cpu_s": cpu_times,

@@ -162,22 +162,37 @@ class DeviceGraph:
         """Like :meth:`cached`, for a value derived from the tensor ``source``.
 
         One entry per ``key``: it is reused while ``source`` is the same tensor
-        object with the same version counter (so neither a new tensor nor an
-        in-place change of the old one is served stale), rebuilt otherwise. Only
-        a weak reference to ``source`` is kept.
+        object with the same version counter, data pointer, shape, strides and
+        dtype, and the value's own version counter is unchanged (so neither a new
+        tensor, an in-place change of the old one, nor a write into the value is
+        served stale); it is rebuilt otherwise. Only a weak reference to
+        ``source`` is kept, and the entry is dropped when ``source`` is freed.
         """
         with self._lock:
             entry = self._cache.get(key)
-            if (
-                entry is not None
-                and entry[0]() is source
-                and entry[1] == source._version
-            ):
+            if entry is not None and entry[0]() is source:
                 value: torch.Tensor = entry[2]
-                return value
+                if entry[1] == _signature(source) and entry[3] == value._version:
+                    return value
         value = build()
+        this = weakref.ref(self)
+
+        def drop(ref: weakref.ReferenceType[torch.Tensor]) -> None:
+            graph = this()
+            if graph is None:
+                return
+            with graph._lock:
+                current = graph._cache.get(key)
+                if current is not None and current[0] is ref:
+                    del graph._cache[key]
+
         with self._lock:
-            self._cache[key] = (weakref.ref(source), source._version, value)
+            self._cache[key] = (
+                weakref.ref(source, drop),
+                _signature(source),
+                value,
+                value._version,
+            )
         return value
 
     # ------------------------------------------------------------------ derived
@@ -307,6 +322,11 @@ class DeviceGraph:
             f"DeviceGraph({kind}, num_src={self.num_src}, num_dst={self.num_dst}, "
             f"num_edges={self.num_edges}, device={self.device})"
         )
+
+
+def _signature(t: torch.Tensor) -> tuple[Any, ...]:
+    """What must not change for a value derived from ``t`` to stay valid."""
+    return (t._version, t.data_ptr(), tuple(t.shape), t.stride(), t.dtype, t.device)
 
 
 _graph_cache: OrderedDict[tuple[int, str], tuple[CSRGraph, DeviceGraph]] = OrderedDict()

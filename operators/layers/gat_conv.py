@@ -5,9 +5,12 @@ slope 0.2), ``alpha_ij = softmax_j(e_ij)`` over ``i``'s in-edges (self-loop
 included), dropout on ``alpha`` in training, ``out_i = sum_j alpha_ij W x_j``.
 Heads are concatenated (``concat=True``) or averaged, then the bias is added.
 
-The logits are an SDDMM (:func:`~strata.operators.kernels.sddmm_add`), the
-normalisation an :func:`~strata.operators.kernels.edge_softmax`, the weighted sum a
-per-head :func:`~strata.operators.kernels.spmm`; none materialises a ``[E, H, C]``
+Without attention dropout (evaluation, or ``dropout=0``) the logits, softmax and
+weighted sum are one fused kernel (:func:`~strata.operators.kernels.gat_attention`)
+that keeps only the ``[E, H]`` weights. With attention dropout in training they are
+an SDDMM (:func:`~strata.operators.kernels.sddmm_add`), an
+:func:`~strata.operators.kernels.edge_softmax`, dropout and a per-head
+:func:`~strata.operators.kernels.spmm`. Neither materialises a ``[E, H, C]``
 message tensor.
 
 Self-loops follow PyG: existing loops are removed and one added per node (per
@@ -35,6 +38,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from strata.operators.kernels.attention import gat_attention
 from strata.operators.kernels.edge_softmax import edge_softmax
 from strata.operators.kernels.sddmm import sddmm_add
 from strata.operators.kernels.spmm import spmm
@@ -136,6 +140,10 @@ class GATConv(MessagePassing):
         h = self.message(x)
         alpha_src = (h * self.att_src).sum(dim=-1)
         alpha_dst = (h[: dg.num_dst] * self.att_dst).sum(dim=-1)
+        if not (self.training and self.dropout > 0):
+            # Scores, softmax and weighted sum in one fused kernel.
+            z = gat_attention(prop, h, alpha_src, alpha_dst, self.negative_slope)
+            return self.update(z, self.root(x[: dg.num_dst]))
         logits = F.leaky_relu(
             sddmm_add(prop, alpha_src, alpha_dst), self.negative_slope
         )

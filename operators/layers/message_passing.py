@@ -20,7 +20,9 @@ a destination ``i`` with in-neighbours ``j``::
 From that one definition Strata derives every execution, and none of them knows a
 layer by its name:
 
-* the single-device forward (:meth:`MessagePassing.forward`) on the fused kernels;
+* the single-device forward (:meth:`MessagePassing.forward`) on the fused kernels,
+  reusing the aggregate of a constant input across epochs
+  (:mod:`strata.operators.kernels.reuse`);
 * the partition-parallel program (exact halo exchange, HongTu chunks with offload,
   Emma moving aggregation): :mod:`strata.operators.trainers.distributed.programs`
   aggregates over a worker's slice with the coefficients the aggregation computed
@@ -72,6 +74,7 @@ from strata.operators.errors import OperatorError
 from strata.operators.kernels.aggregate import aggregate
 from strata.operators.kernels.device_graph import DeviceGraph
 from strata.operators.kernels.order import aggregate_first
+from strata.operators.kernels.reuse import reuse_enabled
 from strata.operators.kernels.spmm import spmm
 from strata.operators.layers._common import Graph, needs_backward, resolve_graph
 
@@ -396,18 +399,32 @@ class MessagePassing(nn.Module):
         narrowing, aggregate-first ``(A M) W`` otherwise
         (:func:`strata.operators.kernels.aggregate_first`), the same result.
         """
+        return self._propagate(prop, x, x_root, reuse=False)
+
+    def _propagate(
+        self,
+        prop: Propagation,
+        x: torch.Tensor,
+        x_root: torch.Tensor | None,
+        *,
+        reuse: bool,
+    ) -> torch.Tensor:
+        constant = reuse and self._constant_aggregate(x)
         messages = self.message(x)
         wb = self.transform()
         if wb is not None and self.aggregation.linear:
             weight, bias = wb
-            first = aggregate_first(
+            training = needs_backward(self)
+            # A reused aggregate costs nothing after the first epoch: in training
+            # aggregate first whatever the widths.
+            first = (constant and training) or aggregate_first(
                 num_src=prop.graph.num_src,
                 num_dst=prop.graph.num_dst,
                 num_edges=prop.graph.num_edges,
                 in_width=weight.shape[1],
                 out_width=weight.shape[0],
                 x_requires_grad=messages.requires_grad,
-                training=needs_backward(self),
+                training=training,
             )
             if not first:
                 h = self.aggregation.reduce(prop, F.linear(messages, weight))
@@ -417,17 +434,44 @@ class MessagePassing(nn.Module):
                 if x_root is not None and self.uses_root:
                     root = self.root(x_root)
                 return self.update(h, root)
-        return self.finish(self.aggregation.reduce(prop, messages), x_root)
+        if constant:
+            z = prop.graph.cached_for(
+                ("constant_aggregate", self.aggregation),
+                x,
+                lambda: self.aggregation.reduce(prop, x),
+            )
+        else:
+            z = self.aggregation.reduce(prop, messages)
+        return self.finish(z, x_root)
+
+    def _constant_aggregate(self, x: torch.Tensor) -> bool:
+        """Whether ``A . x`` is the same every time ``x`` is (kernels.reuse).
+
+        True when reuse is on, the layer sends ``x`` unchanged, ``x`` needs no
+        gradient, and the aggregation has no parameters (all but attention).
+        """
+        return (
+            reuse_enabled()
+            and self.sends_features
+            and not x.requires_grad
+            and not isinstance(self.aggregation, Attention)
+        )
 
     def forward(self, graph: Graph, x: torch.Tensor) -> torch.Tensor:
         """Run the layer on a full graph, a sampled block or a DeviceGraph.
+
+        When ``x`` needs no gradient and is sent unchanged (first-layer input
+        features), the aggregate ``A . x`` is computed once and reused while
+        ``x`` and the graph are unchanged
+        (:mod:`strata.operators.kernels.reuse`; exact, and safe against in-place
+        changes of ``x``).
 
         Raises:
             OperatorError: if ``x`` does not have one row per source node.
         """
         dg = resolve_graph(graph, x, f"{type(self).__name__}.forward")
         prop = self.aggregation.propagate(dg)
-        return self.propagate(prop, x, x[: dg.num_dst])
+        return self._propagate(prop, x, x[: dg.num_dst], reuse=True)
 
 
 def message_passing_layer(conv: nn.Module, where: str) -> MessagePassing:
