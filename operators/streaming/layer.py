@@ -80,7 +80,7 @@ class _Changes:
     cols: Int64Array
     m_old: Float64Array
     m_new: Float64Array
-    r_new: Float64Array
+    r_new: np.ndarray
     live_old: np.ndarray
     turning: Int64Array
 
@@ -132,7 +132,7 @@ class StreamingLayer:
         self.num_nodes = 0
         self.f = np.zeros((0, rule.in_dim), dtype=self.dtype)
         self.live = np.zeros(0, dtype=np.bool_)
-        self.r = np.zeros((0, rule.root_dim))
+        self.r = np.zeros((0, rule.root_dim), dtype=self.dtype)
         self.acc: AggState = self.agg.zero()
         self.stats = {"flushes": 0, "agg_rows": 0, "rows_out": 0, "pairs_out": 0}
         bias = rule.bias if rule.bias is not None else np.zeros(rule.out_dim)
@@ -146,7 +146,7 @@ class StreamingLayer:
             n = self.num_nodes
             f = np.zeros((capacity, self.rule.in_dim), dtype=self.dtype)
             live = np.zeros(capacity, dtype=np.bool_)
-            r = np.zeros((capacity, self.rule.root_dim))
+            r = np.zeros((capacity, self.rule.root_dim), dtype=self.dtype)
             f[:n], live[:n], r[:n] = self.f[:n], self.live[:n], self.r[:n]
             self.f, self.live, self.r = f, live, r
         self.agg.grow(self.acc, num_nodes)
@@ -170,7 +170,7 @@ class StreamingLayer:
         self.num_nodes = 0
         self.f = np.zeros((0, self.rule.in_dim), dtype=self.dtype)
         self.live = np.zeros(0, dtype=np.bool_)
-        self.r = np.zeros((0, self.rule.root_dim))
+        self.r = np.zeros((0, self.rule.root_dim), dtype=self.dtype)
         self.acc = self.agg.zero()
         self._grow(n)
         rows = f.shape[0]
@@ -325,7 +325,11 @@ class StreamingLayer:
         n_old = self.acc.counts[sources]
         n_new = n_old + _lookup_sum(degree_keys, degree_steps, sources)
         f_new = np.concatenate([values, self.f[extra]])
+        # Roots are stored in the model dtype (half the bytes a re-read touches
+        # in float32); messages use the stored, rounded root (GCN), so a later
+        # replace takes back exactly what is added here.
         r_new = np.concatenate([self.rule.root(values), self.r[extra]])
+        r_new = r_new.astype(self.dtype, copy=False)
         live_new = np.concatenate(
             [np.ones(changed.shape[0], np.bool_), self.live[extra]]
         )
@@ -445,7 +449,7 @@ class StreamingLayer:
         self.topology = Topology.from_state(topo, skips_loops=self.rule.skips_loops)
         self.f = np.array(state["f"], dtype=self.dtype).reshape(n, self.rule.in_dim)
         self.live = np.array(state["live"], dtype=np.bool_)
-        self.r = np.array(state["r"], dtype=np.float64).reshape(n, self.rule.root_dim)
+        self.r = np.array(state["r"], dtype=self.dtype).reshape(n, self.rule.root_dim)
         self.acc = AggState.from_state(
             {k: state[f"acc.{k}"] for k in ("values", "counts", "stale")}
         )

@@ -19,6 +19,7 @@ from __future__ import annotations
 import numba
 import pytest
 import torch
+from peer_harness import EXACT, peer_run
 from run_streaming import windows_for_curve
 from streaming_checks import exactness_run, window_curve
 from streaming_harness import make_setup, throughput_row
@@ -57,6 +58,24 @@ def test_throughput_rmat18(benchmark, batch_size, model):
     """Incremental vs (a) affected recompute vs (b) full recompute per batch."""
     row = _once(benchmark, lambda: throughput_row(make_setup(18, model), batch_size))
     benchmark.extra_info.update(row)
+
+
+def test_pyg_peers_smoke(benchmark):
+    """Incremental vs PyG full and affected recompute, exact after every batch."""
+    run = _once(
+        benchmark, lambda: peer_run(make_setup(10), 100, batches=4, round_batches=2)
+    )
+    benchmark.extra_info.update(run)
+    assert run["max_abs_diff_vs_pyg_full"]["incremental"] <= EXACT
+    assert run["max_abs_diff_vs_pyg_full"]["pyg_affected"] <= EXACT
+
+
+@pytest.mark.large
+def test_pyg_peers_rmat18(benchmark):
+    """The issue 15 figure: B=100 on RMAT-18, 30 timed batches per path."""
+    run = _once(benchmark, lambda: peer_run(make_setup(18), 100, batches=30))
+    benchmark.extra_info.update(run)
+    assert run["max_abs_diff_vs_pyg_full"]["incremental"] <= EXACT
 
 
 def test_window_curve_smoke(benchmark):

@@ -29,15 +29,21 @@ Examples:
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pyarrow as pa
 import torch
-import torch_geometric
 from torch import nn
-from torch_geometric.nn import SAGEConv
-from torch_geometric.utils import k_hop_subgraph
 
 from strata.storage import CSRGraph, UpdateKind, decode_updates
+
+# PyG 2.8 scripts a class with torch.jit at import, which torch 2.13 deprecates.
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore", DeprecationWarning)
+    import torch_geometric
+    from torch_geometric.nn import SAGEConv
+    from torch_geometric.utils import k_hop_subgraph
 
 #: The peer's name and version, as the results table shows it.
 PEER = f"PyG {torch_geometric.__version__} (torch {torch.__version__.split('+')[0]})"
@@ -127,7 +133,9 @@ class PeerGraph:
 
 def _csr(indptr: torch.Tensor, col: torch.Tensor, n: int) -> torch.Tensor:
     values = torch.ones(col.shape[0], dtype=torch.float32)
-    return torch.sparse_csr_tensor(indptr, col, values, size=(n, n))
+    return torch.sparse_csr_tensor(
+        indptr, col, values, size=(n, n), check_invariants=False
+    )
 
 
 def _apply_features(x: torch.Tensor, batch: pa.RecordBatch) -> None:
