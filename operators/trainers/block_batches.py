@@ -21,6 +21,10 @@ that calls :meth:`BlockBatches.prepare` (the trainer's prefetch thread):
    with what its layer reads: the aggregation's coefficients and the transposed
    CSR its backward pass uses.
 
+On the CPU, :meth:`BlockBatches.forward` runs the layers' dense products on oneDNN
+(:func:`~strata.operators.kernels.onednn_linear.dense_on_onednn`; 1.6 to 2.4 times
+MKL's speed on AMD CPUs, where MKL takes its AVX2 path).
+
 Otherwise (input dropout, a max or attention first layer, a store that is not in
 memory) the batch carries the gathered input rows and the step runs the model as
 usual. Either way the step computes the same function of the same parameters: the
@@ -43,6 +47,7 @@ Examples:
 
 from __future__ import annotations
 
+import contextlib
 import time
 from dataclasses import dataclass
 
@@ -53,6 +58,7 @@ from torch import nn
 
 from strata.operators.kernels.device_graph import as_device_graph
 from strata.operators.kernels.gather_aggregate import gather_aggregate
+from strata.operators.kernels.onednn_linear import dense_on_onednn, onednn_available
 from strata.operators.layers import BasicGNN, MessagePassing
 from strata.operators.layers.message_passing import Mean, Sum
 from strata.operators.samplers import Block, Hop, NeighborSampler
@@ -125,6 +131,8 @@ class BlockBatches:
         device: the training device.
         key: the feature key in a store.
         pin_memory: gather into pinned memory (for CUDA).
+        onednn: run the forward's ``F.linear`` calls on oneDNN (None: on the
+            CPU when torch has it).
 
     :meth:`prepare` is safe to call from a background thread: it releases the
     GIL in its kernels and touches no model parameter.
@@ -139,9 +147,13 @@ class BlockBatches:
         *,
         key: Key = _FEATURES,
         pin_memory: bool = False,
+        onednn: bool | None = None,
     ) -> None:
         self.sampler = sampler
         self.device = torch.device(device)
+        if onednn is None:
+            onednn = self.device.type == "cpu" and onednn_available()
+        self.onednn = onednn
         self.key = key
         self.pin_memory = pin_memory
         self._features = features
@@ -247,6 +259,10 @@ class BlockBatches:
         ``finish(agg, x_root)``, then activation and the remaining layers on
         their blocks.
         """
+        with dense_on_onednn() if self.onednn else contextlib.nullcontext():
+            return self._forward(model, batch)
+
+    def _forward(self, model: nn.Module, batch: BlockBatch) -> torch.Tensor:
         if batch.agg is None:
             assert batch.x is not None
             x = batch.x.to(self.device, torch.float32, non_blocking=self.pin_memory)

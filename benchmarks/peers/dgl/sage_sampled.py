@@ -11,12 +11,19 @@ backward, Adam step.
 ``sampler_seeds_per_s`` iterates the DataLoader alone for one epoch.
 
 Usage: ``DGL_PYTHON sage_sampled.py --data DIR [--batch-size 1024 --fanouts 10 5]``.
+
+``--serve`` keeps the process warm for an interleaved benchmark, as Strata's
+runner: after one warm-up epoch (``cold_s``) it answers each stdin line ``train``
+or ``sample`` with one JSON line timing one training epoch or one DataLoader-only
+epoch, and ``quit`` with the losses and memory.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import resource
+import sys
 import time
 import warnings
 from pathlib import Path
@@ -40,6 +47,7 @@ def main() -> None:
     parser.add_argument("--warmup", type=int, default=1)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--serve", action="store_true")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
@@ -88,6 +96,9 @@ def main() -> None:
             optimizer.step()
         losses.append(float(loss.detach()))
 
+    if args.serve:
+        serve(train_epoch, loader, losses)
+        return
     result = measure(train_epoch, warmup=args.warmup, rounds=args.rounds)
     start = time.perf_counter()
     for _ in loader:
@@ -108,6 +119,43 @@ def main() -> None:
         }
     )
     emit(result)
+
+
+def timed(work) -> dict:
+    start, cpu = time.perf_counter(), time.process_time()
+    work()
+    return {"seconds": time.perf_counter() - start, "cpu_s": time.process_time() - cpu}
+
+
+def sample_epoch(loader) -> None:
+    for _ in loader:
+        pass
+
+
+def serve(train_epoch, loader, losses) -> None:
+    """Warm up, then time one epoch per stdin command (see the module docs)."""
+    cold = timed(train_epoch)["seconds"]
+    sample_epoch(loader)
+    emit(
+        {
+            "impl": "dgl",
+            "layers": f"dgl {dgl.__version__} NeighborSampler + DataLoader, SAGEConv",
+            "cold_s": cold,
+            "torch": torch.__version__,
+            "threads": torch.get_num_threads(),
+            "ready": True,
+        }
+    )
+    for line in sys.stdin:
+        command = line.strip()
+        if command == "train":
+            emit(timed(train_epoch))
+        elif command == "sample":
+            emit(timed(lambda: sample_epoch(loader)))
+        elif command == "quit":
+            maxrss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+            emit({"losses": losses, "maxrss_mb": maxrss})
+            return
 
 
 if __name__ == "__main__":
