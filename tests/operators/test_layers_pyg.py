@@ -6,7 +6,18 @@ import torch
 import torch_geometric.nn as pyg_nn
 
 from strata.operators.errors import OperatorError
-from strata.operators.layers import GATConv, GCNConv, GINConv, SAGEConv
+from strata.operators.kernels import as_device_graph
+from strata.operators.kernels.reuse import reuse_constant_aggregates
+from strata.operators.layers import (
+    GAT,
+    GCN,
+    GATConv,
+    GCNConv,
+    GINConv,
+    GraphSAGE,
+    SAGEConv,
+)
+from strata.operators.layers.message_passing import Aggregation
 from strata.operators.samplers import NeighborSampler, SamplerConfig
 
 TOL = {"rtol": 1e-5, "atol": 1e-5}
@@ -272,3 +283,109 @@ def test_reset_parameters_matches_pyg_distributions():
     gin.eps.data.fill_(0.0)
     gin.reset_parameters()
     assert float(gin.eps) == 0.5
+
+
+# ------------------------------------------------------------------ reuse of A.X
+def _pyg_stack(kind, ours):
+    """PyG's 2-layer model with our parameters (same forward as BasicGNN)."""
+    if kind == "gcn":
+        convs = [pyg_nn.GCNConv(6, 8), pyg_nn.GCNConv(8, 3)]
+    else:
+        convs = [pyg_nn.SAGEConv(6, 8), pyg_nn.SAGEConv(8, 3)]
+    model = torch.nn.ModuleList(convs)
+    model.load_state_dict(ours.convs.state_dict())
+    return model
+
+
+def _run_pyg(model, edge_index, x):
+    return model[1](model[0](x, edge_index).relu(), edge_index)
+
+
+@pytest.mark.parametrize("kind", ["gcn", "sage"])
+def test_constant_input_aggregate_is_reused_exactly(
+    backend, kind, make_graph, monkeypatch
+):
+    graph = make_graph(seed=21)
+    torch.manual_seed(5)
+    ours = GCN(6, 8, 3) if kind == "gcn" else GraphSAGE(6, 8, 3)
+    theirs = _pyg_stack(kind, ours)
+    edge_index = edge_index_of(graph)
+    x = torch.randn(graph.num_nodes, 6)  # input features: no gradient
+    reduces = []
+    original = Aggregation.reduce
+
+    def counting(self, prop, messages):
+        reduces.append(messages.shape[1])
+        return original(self, prop, messages)
+
+    monkeypatch.setattr(Aggregation, "reduce", counting)
+    for step in range(3):
+        out = ours(graph, x)
+        expected = _run_pyg(theirs, edge_index, x)
+        torch.testing.assert_close(out, expected, **TOL)
+        grad = torch.randn_like(out)
+        out.backward(grad)
+        expected.backward(grad)
+        for (name, p), q in zip(
+            ours.named_parameters(), theirs.parameters(), strict=True
+        ):
+            torch.testing.assert_close(p.grad, q.grad, **TOL, msg=name)
+            p.grad = q.grad = None
+        if step == 0:
+            x.mul_(-0.5)  # in place: the next step must see the new features
+    # Layer 1 aggregated at width 6 twice (x changed once), layer 2 every step.
+    assert reduces.count(6) == 2
+    assert len(reduces) == 5
+
+
+def test_reuse_follows_a_new_graph_and_is_off_on_request(backend, make_graph):
+    torch.manual_seed(6)
+    model = GCN(6, 8, 3)
+    x = torch.randn(40, 6)
+    first, second = make_graph(seed=22), make_graph(seed=23)
+    with reuse_constant_aggregates(False):
+        expected = [model(g, x) for g in (first, second)]
+    for _ in range(2):
+        for g, e in zip((first, second), expected, strict=True):
+            torch.testing.assert_close(model(g, x), e, rtol=0, atol=0)
+    dg = as_device_graph(first, x.device)
+    assert any(
+        k[0] == "constant_aggregate"
+        for k in dg.with_self_loops()._cache
+        if isinstance(k, tuple)
+    )
+
+
+def test_no_reuse_when_the_input_needs_a_gradient_or_gets_dropout(make_graph):
+    graph = make_graph(seed=24)
+    torch.manual_seed(7)
+    model = GCN(6, 8, 3, dropout=0.5)
+    x = torch.randn(graph.num_nodes, 6)
+    torch.manual_seed(0)
+    a = model(graph, x)
+    torch.manual_seed(1)
+    b = model(graph, x)  # a new dropout mask, a new aggregate
+    assert not torch.allclose(a, b)
+    model.eval()
+    x_grad = x.clone().requires_grad_(True)
+    model(graph, x_grad).sum().backward()
+    assert x_grad.grad is not None
+    assert x_grad.grad.abs().sum() > 0
+
+
+def test_gat_stack_trains_identically_fused_and_unfused(make_graph):
+    graph = make_graph(seed=25)
+    torch.manual_seed(8)
+    model = GAT(6, 4, 3, heads=2)
+    x = torch.randn(graph.num_nodes, 6)
+    out = model(graph, x)
+    grads = torch.autograd.grad(out.square().sum(), list(model.parameters()))
+    for conv in model.convs:
+        conv.dropout = 1e-12  # forces the unfused path, same result
+    out_unfused = model(graph, x)
+    torch.testing.assert_close(out, out_unfused, **TOL)
+    grads_unfused = torch.autograd.grad(
+        out_unfused.square().sum(), list(model.parameters())
+    )
+    for a, b in zip(grads, grads_unfused, strict=True):
+        torch.testing.assert_close(a, b, **TOL)
