@@ -29,6 +29,8 @@ again.
 Examples:
     >>> rates = KernelRates(spmm_fwd={8: 2e-9, 128: 2.6e-8},
     ...     spmm_bwd={8: 2e-9, 128: 3e-8},
+    ...     spmm_small_fwd={8: 1e-9, 128: 1e-8},
+    ...     spmm_small_bwd={8: 1e-9, 128: 1e-8},
     ...     linear_fwd={"128x128": 1e-11, "16x8": 1e-10},
     ...     linear_bwd={"128x128": 2e-11, "16x8": 2e-10},
     ...     dropout=1e-9, elementwise=5e-10, gather=1e-10, sample=5e-8)
@@ -42,6 +44,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 import math
 import os
 import platform
@@ -66,10 +69,16 @@ __all__ = [
 ]
 
 #: Bumped when the set of measured rates changes (older caches are ignored).
-CALIBRATION_VERSION = 2
+CALIBRATION_VERSION = 4
 
 #: Widths at which SpMM is timed (features per edge).
 SPMM_WIDTHS = (8, 128)
+#: Nodes of the two graphs SpMM is timed on: rows that fit in cache, rows that
+#: do not (random rows of a wide matrix miss the cache).
+SPMM_NODES = (1 << 11, 1 << 16)
+#: Tensors larger than this get fresh zeroed pages (glibc's largest mmap
+#: threshold); smaller ones reuse the heap.
+HEAP_LIMIT = 32 << 20
 #: ``(in, out)`` shapes at which ``F.linear`` is timed.
 LINEAR_SHAPES = ((16, 8), (128, 8), (128, 128), (1024, 16))
 
@@ -82,6 +91,10 @@ class KernelRates:
         spmm_fwd: per timed width, seconds per edge of a forward SpMM (linear
             in the width between and beyond the timed widths).
         spmm_bwd: the same for the transposed SpMM of the backward pass.
+        spmm_small_fwd: the same on a graph whose rows fit in cache
+            (:data:`SPMM_NODES`: the per-edge cost moves between the two with
+            log N).
+        spmm_small_bwd: its transposed SpMM.
         linear_fwd: per ``"INxOUT"`` shape, seconds per multiply-add forward.
         linear_bwd: per shape, seconds per multiply-add of one backward product.
         dropout: seconds per element of counter-based dropout (forward).
@@ -94,6 +107,8 @@ class KernelRates:
 
     spmm_fwd: dict[int, float]
     spmm_bwd: dict[int, float]
+    spmm_small_fwd: dict[int, float]
+    spmm_small_bwd: dict[int, float]
     linear_fwd: dict[str, float]
     linear_bwd: dict[str, float]
     dropout: float
@@ -102,12 +117,23 @@ class KernelRates:
     sample: float
     fresh: float = 0.0
 
-    def spmm(self, edges: float, width: int, *, backward: bool = False) -> float:
-        """Seconds of one SpMM over ``edges`` edges at ``width`` features."""
-        table = self.spmm_bwd if backward else self.spmm_fwd
-        (w0, t0), (w1, t1) = sorted(table.items())[0], sorted(table.items())[-1]
-        slope = max((t1 - t0) / (w1 - w0), 0.0)
-        return edges * max(t0 + slope * (width - w0), t0 * min(width / w0, 1.0))
+    def spmm(
+        self, edges: float, width: int, *, nodes: int = 0, backward: bool = False
+    ) -> float:
+        """Seconds of one SpMM over ``edges`` edges at ``width`` features.
+
+        ``nodes`` (source rows) places it between the cache-resident and the
+        large calibration graph (0: the large one).
+        """
+        large = _per_edge(self.spmm_bwd if backward else self.spmm_fwd, width)
+        if not nodes:
+            return edges * large
+        small = _per_edge(
+            self.spmm_small_bwd if backward else self.spmm_small_fwd, width
+        )
+        lo, hi = (math.log2(n) for n in SPMM_NODES)
+        t = min(max((math.log2(max(nodes, 1)) - lo) / (hi - lo), 0.0), 1.0)
+        return edges * (small + t * (large - small))
 
     def linear(self, fan_in: int, fan_out: int, *, backward: bool = False) -> float:
         """Seconds per multiply-add of ``F.linear`` at the nearest timed shape."""
@@ -123,22 +149,37 @@ class KernelRates:
     def from_dict(data: Mapping[str, Any]) -> KernelRates:
         """Rebuild from :func:`dataclasses.asdict` output read back from JSON."""
         values = dict(data)
-        for name in ("spmm_fwd", "spmm_bwd"):
+        for name in ("spmm_fwd", "spmm_bwd", "spmm_small_fwd", "spmm_small_bwd"):
             values[name] = {int(k): float(v) for k, v in values[name].items()}
         return KernelRates(**values)
 
 
 @dataclass(frozen=True, slots=True)
 class GangRates:
-    """A CPU gang's collectives (gloo), measured on a gang of two.
+    """A CPU gang (gloo), measured on a gang of two.
 
     Attributes:
         latency_s: seconds of a small all-reduce (one collective's fixed cost).
         per_byte_s: seconds per byte of a large all-to-all, per worker.
+        worker_rss_bytes: a gang worker's peak resident bytes training a tiny
+            graph (forked from the fork server, which preloaded torch; its
+            kernels and collectives loaded).
+        epoch_fixed_s: exact mode's training step on a tiny graph: what a gang
+            epoch costs besides the work (collectives, barriers, Python).
+        eval_fixed_s: the same for its evaluation pass.
+        moved_s: HongTu's seconds per byte its load plan moves (rows loaded
+            or copied, cached aggregates written and read), from exact and
+            chunked epochs of a 4096-node graph at width 64.
+        moved_eval_s: the same for an evaluation pass.
     """
 
     latency_s: float
     per_byte_s: float
+    worker_rss_bytes: int = 0
+    epoch_fixed_s: float = 0.0
+    eval_fixed_s: float = 0.0
+    moved_s: float = 0.0
+    moved_eval_s: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -208,6 +249,13 @@ class Calibration:
         if values.get("version") != CALIBRATION_VERSION:
             raise ValueError("an older calibration")
         return Calibration(**values)
+
+
+def _per_edge(table: Mapping[int, float], width: int) -> float:
+    """Seconds per edge at ``width``: linear in the width through the table."""
+    (w0, t0), (w1, t1) = sorted(table.items())[0], sorted(table.items())[-1]
+    slope = max((t1 - t0) / (w1 - w0), 0.0)
+    return max(t0 + slope * (width - w0), t0 * min(width / w0, 1.0))
 
 
 def cores() -> int:
@@ -317,26 +365,25 @@ def _threads(count: int) -> Iterator[None]:
         numba.set_num_threads(before[1])
 
 
-def _rates() -> KernelRates:
-    import numpy as np
+def _spmm_times(graph: Any, fresh: float) -> tuple[dict[int, float], dict[int, float]]:
+    """Seconds per edge of SpMM forward and transposed, per width, on ``graph``.
+
+    Without the fresh pages of outputs over the heap limit: counted apart.
+    """
     import torch
-    import torch.nn.functional as F
 
     from strata.operators.kernels import as_device_graph, spmm
-    from strata.operators.samplers import NeighborSampler, SamplerConfig
-    from strata.operators.trainers.dropout import counter_dropout
-    from strata.storage.generators import rmat
 
-    torch.manual_seed(0)
-    graph = rmat(15, 16, seed=1)  # 0.5M edges: tens of ms per SpMM
     dg = as_device_graph(graph, torch.device("cpu"))
     n, e = graph.num_nodes, int(graph.indices.shape[0])
     values = torch.rand(e)
-    forward: list[float] = []
-    backward: list[float] = []
+    forward: dict[int, float] = {}
+    backward: dict[int, float] = {}
     for width in SPMM_WIDTHS:
         x = torch.randn(n, width, requires_grad=True)
         grad = torch.randn(n, width)
+        out_bytes = n * width * 4
+        pages = out_bytes * fresh if out_bytes > HEAP_LIMIT else 0.0
 
         def once(x: torch.Tensor = x) -> None:
             with torch.no_grad():
@@ -347,13 +394,32 @@ def _rates() -> KernelRates:
             torch.autograd.backward(spmm(dg, x, values), grad)
 
         fwd = _best(once)
+        bwd = max(_best(both) - fwd, 0.2 * fwd)
+        forward[width] = max(fwd - pages, 0.2 * fwd) / e
+        backward[width] = max(bwd - pages, 0.2 * bwd) / e
+    return forward, backward
 
-        forward.append(fwd)
-        backward.append(max(_best(both) - fwd, 0.2 * fwd))
+
+def _rates() -> KernelRates:
+    import numpy as np
+    import torch
+    import torch.nn.functional as F
+
+    from strata.operators.samplers import NeighborSampler, SamplerConfig
+    from strata.operators.trainers.dropout import counter_dropout
+    from strata.storage.generators import rmat
+
+    torch.manual_seed(0)
+    small = torch.randn(1 << 15, 64)  # 8 MiB: within the allocator's heap
+    fill = _best(lambda: small.mul_(1.0))
+    fresh = max(_best(lambda: torch.ones(1 << 24)) - 8 * fill, 0.0) / (1 << 26)
+    tables = [_spmm_times(rmat(scale, 16, seed=1), fresh) for scale in (11, 16)]
+    graph = rmat(13, 8, seed=1)  # for the sampler
+    n = graph.num_nodes
     linear_fwd: dict[str, float] = {}
     linear_bwd: dict[str, float] = {}
     for fan_in, fan_out in LINEAR_SHAPES:
-        rows = max(1024, (1 << 23) // (fan_in * fan_out))
+        rows = max(1 << 14, (1 << 23) // (fan_in * fan_out))
         x = torch.randn(rows, fan_in, requires_grad=True)
         w = torch.randn(fan_out, fan_in, requires_grad=True)
         macs = rows * fan_in * fan_out
@@ -388,12 +454,11 @@ def _rates() -> KernelRates:
     seeds = np.random.default_rng(0).choice(n, 1024, replace=False)
     sampled = sum(int(b.num_edges) for b in sampler.sample(seeds))
     sample = _best(lambda: sampler.sample(seeds)) / max(sampled, 1)
-    small = torch.randn(1 << 15, 64)  # 8 MiB: within the allocator's heap
-    fill = _best(lambda: small.mul_(1.0))
-    fresh = max(_best(lambda: torch.ones(1 << 24)) - 8 * fill, 0.0) / (1 << 26)
     return KernelRates(
-        dict(zip(SPMM_WIDTHS, [t / e for t in forward], strict=True)),
-        dict(zip(SPMM_WIDTHS, [t / e for t in backward], strict=True)),
+        tables[1][0],
+        tables[1][1],
+        tables[0][0],
+        tables[0][1],
         linear_fwd,
         linear_bwd,
         dropout,
@@ -451,6 +516,12 @@ def _steady(rates: dict[int, KernelRates], single: int) -> None:
         rates[threads] = KernelRates(
             spmm_fwd={k: band(v, base.spmm_fwd[k]) for k, v in r.spmm_fwd.items()},
             spmm_bwd={k: band(v, base.spmm_bwd[k]) for k, v in r.spmm_bwd.items()},
+            spmm_small_fwd={
+                k: band(v, base.spmm_small_fwd[k]) for k, v in r.spmm_small_fwd.items()
+            },
+            spmm_small_bwd={
+                k: band(v, base.spmm_small_bwd[k]) for k, v in r.spmm_small_bwd.items()
+            },
             linear_fwd={
                 k: band(v, base.linear_fwd[k]) for k, v in r.linear_fwd.items()
             },
@@ -473,6 +544,9 @@ def calibrate() -> Calibration:
 
     base_rss = current_rss()
     counts = sorted({1, cores()})
+    quiet = logging.getLogger("strata")
+    level = quiet.level
+    quiet.setLevel(logging.WARNING)  # the trainers' epoch lines are not news
     rates: dict[int, KernelRates] = {}
     epoch_fixed: dict[int, float] = {}
     eval_fixed: dict[int, float] = {}
@@ -480,6 +554,7 @@ def calibrate() -> Calibration:
         with _threads(threads):
             rates[threads] = _rates()
             epoch_fixed[threads], eval_fixed[threads] = _fixed(threads)
+    quiet.setLevel(level)
     _steady(rates, counts[0])
     return Calibration(
         key=machine_key(),
@@ -495,10 +570,11 @@ def calibrate() -> Calibration:
 
 
 def _collectives(ctx: Any) -> dict[str, float]:
-    """Gang worker: time a small all-reduce and a large all-to-all."""
+    """Gang worker: its RSS, a small all-reduce's and a large all-to-all's time."""
     import torch
     import torch.distributed as dist
 
+    rss = current_rss()
     small = torch.zeros(16)
     big = torch.zeros(1 << 20)  # 4 MiB, half to each rank of two
     for _ in range(3):
@@ -515,14 +591,69 @@ def _collectives(ctx: Any) -> dict[str, float]:
         start = time.perf_counter()
         dist.all_to_all_single(torch.empty_like(big), big)
         times.append(time.perf_counter() - start)
-    return {"latency": latency, "per_byte": min(times) / (big.numel() * 4)}
+    return {
+        "latency": latency,
+        "per_byte": statistics.median(times) / (big.numel() * 4),
+        "rss": rss,
+    }
+
+
+def _gang_epochs(scale: int, width: int, chunks: int) -> tuple[float, float, Any]:
+    """Median train and eval seconds of a gang of two on an RMAT graph.
+
+    With the run's report (HongTu's plan summary, each worker's peak RSS).
+    """
+    from strata.operators.io.datasets import load_dataset
+    from strata.operators.io.task import with_task
+    from strata.operators.trainers import ModelConfig, TrainConfig
+    from strata.operators.trainers.distributed import (
+        DistributedConfig,
+        DistributedTrainer,
+        Exact,
+        GangConfig,
+        HongTu,
+    )
+
+    payload = load_dataset(f"rmat:scale={scale},edge_factor=8")
+    payload = with_task(payload, classes=4, features=width, train_fraction=0.5, seed=0)
+    config = TrainConfig(
+        ModelConfig("gcn", hidden=width), epochs=5, device="cpu", restore_best=False
+    )
+    mode = Exact() if chunks == 0 else HongTu(chunks=chunks)
+    dist = DistributedConfig(gang=GangConfig(workers=2), mode=mode)
+    run = DistributedTrainer(config, dist).fit(payload)
+    history = run.history[1:]
+    return (
+        statistics.median(r.seconds - r.eval_s for r in history),
+        statistics.median(r.eval_s for r in history),
+        run.report,
+    )
 
 
 def calibrate_gang() -> GangRates:
-    """Start a CPU gang of two and time its collectives (a few seconds)."""
+    """Time a CPU gang of two: collectives, exact and chunked epochs.
+
+    Four gangs start (seconds each): one times the collectives; the others
+    train a 2-layer GCN in exact mode on a 512-node graph (a gang epoch's fixed
+    cost), and in exact mode and with HongTu's 2 chunks on a 4096-node graph at
+    width 64 (what HongTu's moved bytes cost).
+    """
     from strata.engine.gang import GangSpec, run_gang
 
     results = run_gang(_collectives, GangSpec(workers=2, device="cpu"))
-    latency = max(r["latency"] for r in results)
-    per_byte = max(r["per_byte"] for r in results)
-    return GangRates(latency, per_byte)
+    fixed_train, fixed_eval, tiny = _gang_epochs(9, 8, 0)
+    exact_train, exact_eval, _ = _gang_epochs(12, 64, 0)
+    chunked_train, chunked_eval, report = _gang_epochs(12, 64, 2)
+    plan = report["plan"]
+    rows = (plan["host_rows"] + plan["peer_rows"]) / 2  # per worker, per layer
+    moved = 2 * rows * 64 * 4  # two layers of width 64 (input and hidden)
+    cached = 2 * (1 << 12) / 2 * 64 * 4
+    return GangRates(
+        latency_s=max(r["latency"] for r in results),
+        per_byte_s=max(r["per_byte"] for r in results),
+        worker_rss_bytes=max(int(w["peak_rss_bytes"]) for w in tiny["per_worker"]),
+        epoch_fixed_s=fixed_train,
+        eval_fixed_s=fixed_eval,
+        moved_s=max(chunked_train - exact_train, 0.0) / (2 * moved + 2 * cached),
+        moved_eval_s=max(chunked_eval - exact_eval, 0.0) / moved,
+    )

@@ -14,10 +14,11 @@ machine's measured rates (:mod:`strata.operators.planning.calibration`):
 * a gang worker runs its part's share (its owned rows, its in-edges, its halo
   rows as extra sources; always aggregate-first, as the layer programs do) on
   ``cores / K`` threads, slowed by ``K / cores`` when oversubscribed; it adds
-  the halo rows' bytes (forward and backward) at the measured collective
-  bandwidth and the per-collective latency;
-* HongTu adds, per layer and pass, its planned host loads and flushes (bytes
-  from its own load plan) at the gather rate, and a step's fixed cost per chunk;
+  the halo rows' bytes (forward and backward) at the measured all-to-all
+  bandwidth and a gang epoch's measured fixed cost;
+* HongTu adds the bytes its own load plan moves (rows loaded and copied, the
+  cached aggregates written and read) at the rate measured for that on a gang
+  of two;
 * sampled training repeats a batch's step (blocks sized from the fan-outs and
   the in-degree distribution) and overlaps sampling and gathering in the
   prefetch thread when a core is free.
@@ -26,16 +27,19 @@ Peak memory is the resident memory of the training processes at their peak:
 the process as it stands with the data loaded (measured by the caller), plus
 the trainer's graph caches (GCN's self-loop graph and the transpose backward
 uses), model and optimiser state, what autograd keeps for backward, and the
-largest transient of the backward pass; a gang adds every worker's base
-(an interpreter with torch) and its share, and the shared-memory segment the
-parent fills; HongTu's workers use the trainer's own modelled arena peak.
+largest transient of the backward pass; a gang adds every worker's measured
+base (a forked interpreter with torch, kernels and collectives loaded), the
+shared-memory segment it maps and its tensors, and the parent's setup (the
+arrays it builds and copies into the segment); HongTu's workers use the
+trainer's own modelled arena peak, plus its host store.
 
 Examples:
     >>> from strata.operators.planning.calibration import Calibration, KernelRates
     >>> from strata.operators.planning.candidates import Candidate, PlanKind
     >>> from strata.operators.trainers import ModelConfig
-    >>> rates = KernelRates({8: 2e-9, 128: 1.4e-8}, {8: 2e-9, 128: 1.4e-8},
-    ...     {"16x8": 1e-10}, {"16x8": 1e-10}, 1e-9, 1e-9, 1e-10, 1e-8)
+    >>> spmm = {8: 2e-9, 128: 1.4e-8}
+    >>> rates = KernelRates(spmm, spmm, spmm, spmm, {"16x8": 1e-10},
+    ...     {"16x8": 1e-10}, 1e-9, 1e-9, 1e-10, 1e-8)
     >>> cal = Calibration("k", 2, {1: rates, 2: rates}, {1: 1e-3, 2: 1e-3},
     ...     {1: 5e-4, 2: 5e-4}, 300 << 20)
     >>> stats = GraphStats("g", 1000, 10000, 0, 16, 8, 500, 88008, 64000,
@@ -54,7 +58,12 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from strata.operators.planning.calibration import Calibration, KernelRates
+from strata.operators.planning.calibration import (
+    HEAP_LIMIT,
+    Calibration,
+    GangRates,
+    KernelRates,
+)
 from strata.operators.planning.candidates import Candidate, PlanKind
 from strata.operators.planning.workload import (
     GraphStats,
@@ -68,12 +77,6 @@ from strata.operators.trainers.config import ModelConfig
 __all__ = ["CostInputs", "PartShape", "Prediction", "predict"]
 
 _B = 4  # float32
-#: Collectives of one exact-mode epoch besides the halo exchanges (gradient
-#: all-reduce, loss and metric sums).
-_GANG_COLLECTIVES = 4
-#: Tensors above this come from fresh zeroed pages (glibc's largest mmap
-#: threshold); smaller ones reuse the heap.
-_HEAP_LIMIT = 32 << 20
 
 
 @dataclass(frozen=True, slots=True)
@@ -200,11 +203,14 @@ def pass_seconds(
     out = {"spmm": 0.0, "dense": 0.0, "dropout": 0.0, "elementwise": 0.0}
     out["fresh_pages"] = 0.0
     for c in counts:
-        big = sum(o for o in c.outputs if o * _B > _HEAP_LIMIT) * _B
+        big = sum(o for o in c.outputs if o * _B > HEAP_LIMIT) * _B
         out["fresh_pages"] += (2 if training else 1) * big * dense.fresh
-        out["spmm"] += sparse.spmm(c.spmm_edges, c.spmm_width)
+        rows = c.src_rows
+        out["spmm"] += sparse.spmm(c.spmm_edges, c.spmm_width, nodes=rows)
         if training and c.spmm_backward:
-            out["spmm"] += sparse.spmm(c.spmm_edges, c.spmm_width, backward=True)
+            out["spmm"] += sparse.spmm(
+                c.spmm_edges, c.spmm_width, nodes=rows, backward=True
+            )
         for (rows, i, o), k in zip(c.linear, c.linear_backward, strict=True):
             out["dense"] += rows * i * o * dense.linear(i, o)
             if training:
@@ -314,70 +320,61 @@ def _gang_rates(inputs: CostInputs, k: int) -> tuple[KernelRates, int, float]:
     return cal.at(per_worker), per_worker, oversubscribed
 
 
+def _segment_bytes(stats: GraphStats) -> int:
+    """What the parent puts in shared memory: features, propagation graph, book."""
+    edges = stats.num_edges + stats.num_nodes
+    return stats.feature_bytes + edges * (8 + 4) + stats.num_nodes * 8 * 4
+
+
 def _gang(candidate: Candidate, inputs: CostInputs) -> Prediction:
     stats, model, cal = inputs.stats, inputs.model, inputs.calibration
     k = candidate.workers
     parts = inputs.parts.get(k) or _estimated_parts(stats, k)
-    rates, threads, slow = _gang_rates(inputs, k)
-    gang = cal.gang
-    latency = gang.latency_s if gang else 1e-3
-    per_byte = gang.per_byte_s if gang else 4 * rates.gather
+    rates, _, slow = _gang_rates(inputs, k)
+    gang = cal.gang or GangRates(1e-3, 4 * rates.gather)
     dims = widths(model, stats.num_features, stats.num_classes)
     worst_train = worst_eval = 0.0
     parts_seconds: dict[str, float] = {}
     worst_memory = 0
+    segment = _segment_bytes(stats)
     for part in parts:
-        sizes = [
-            LayerSizes(part.nodes + part.halo, part.nodes, part.edges)
-        ] * model.num_layers
-        train = layer_counts(
-            model,
-            stats.num_features,
-            stats.num_classes,
-            sizes,
-            aggregate_first_only=True,
-        )
-        evals = layer_counts(
-            model,
-            stats.num_features,
-            stats.num_classes,
-            sizes,
-            training=False,
-            aggregate_first_only=True,
-        )
+        sizes = [LayerSizes(part.nodes + part.halo, part.nodes, part.edges)]
+        sizes = sizes * model.num_layers
+        args = (model, stats.num_features, stats.num_classes, sizes)
+        train = layer_counts(*args, aggregate_first_only=True)
+        evals = layer_counts(*args, training=False, aggregate_first_only=True)
         seconds = {
             key: value * slow
             for key, value in pass_seconds(train, rates, rates, training=True).items()
         }
         halo_bytes = sum(part.halo * d * _B for d in dims[:-1])
-        seconds["halo"] = 2 * halo_bytes * per_byte
-        collectives = 2 * model.num_layers + _GANG_COLLECTIVES
-        seconds["fixed"] = cal.fixed(threads)[0] * slow + collectives * latency
+        seconds["halo"] = 2 * halo_bytes * gang.per_byte_s
+        seconds["fixed"] = gang.epoch_fixed_s
         eval_s = sum(pass_seconds(evals, rates, rates, training=False).values())
-        eval_s = eval_s * slow + halo_bytes * per_byte
-        eval_s += cal.fixed(threads)[1] * slow + (model.num_layers + 2) * latency
+        eval_s = eval_s * slow + halo_bytes * gang.per_byte_s + gang.eval_fixed_s
         if candidate.kind is PlanKind.HONGTU:
             seconds, eval_s = _hongtu_time(candidate, inputs, part, seconds, eval_s)
         if sum(seconds.values()) > worst_train:
             worst_train, parts_seconds = sum(seconds.values()), seconds
         worst_eval = max(worst_eval, eval_s)
         rows = part.nodes + part.halo
-        worker = (
-            cal.base_rss_bytes
-            + _graph_cache_bytes(model, part.edges, rows)
+        tensors = (
+            _graph_cache_bytes(model, part.edges, rows)
             + _state_bytes(model, stats)
             + sum(c.kept_elements for c in train) * _B
             + _transient_bytes(train, rows)
-            + rows * stats.num_features * _B  # its rows of x from the segment
         )
         if candidate.kind is PlanKind.HONGTU:
-            worker = _hongtu_worker(candidate, inputs, part, worker)
+            tensors = _hongtu_tensors(candidate, inputs, tensors)
+        # a worker maps the whole segment and touches most of its pages
+        worker = gang.worker_rss_bytes + segment + tensors
         worst_memory = max(worst_memory, worker)
-    segment = stats.num_nodes * stats.num_features * _B
-    segment += (stats.num_edges + stats.num_nodes) * (8 + 4) * 2
+    # the parent builds every array in numpy before copying it into the segment
+    # (features twice: float32 and the copy), and partitions the graph
+    parent = 2 * segment + stats.feature_bytes + 2 * stats.num_edges * 8
     memory = {
         "process": inputs.rss_bytes,
-        "shared_segment": segment,
+        "parent_setup": parent,
         "workers": worst_memory * k,
     }
     shape = inputs.hongtu.get((k, candidate.chunks))
@@ -400,11 +397,10 @@ def _hongtu_time(
     seconds: dict[str, float],
     eval_s: float,
 ) -> tuple[dict[str, float], float]:
-    """Add HongTu's transfers (its load plan) and per-chunk step costs."""
+    """Add HongTu's moved bytes (its own load plan) at the measured rate."""
     stats, model, cal = inputs.stats, inputs.model, inputs.calibration
     k, m = candidate.workers, candidate.chunks
     shape = inputs.hongtu.get((k, m))
-    rates, _, slow = _gang_rates(inputs, k)
     dims = widths(model, stats.num_features, stats.num_classes)
     if shape is not None:
         rows = (shape.host_rows + shape.peer_rows) / k
@@ -412,24 +408,20 @@ def _hongtu_time(
         rows = (part.nodes + part.halo) * (1 + 0.25 * math.log2(max(m, 1)))
     moved = sum(rows * d * _B for d in dims[:-1])
     cached = sum(part.nodes * d * _B for d in dims[:-1])  # cache_aggregate
+    gang = cal.gang or GangRates(1e-3, 1e-9, moved_s=1e-9, moved_eval_s=1e-9)
     out = dict(seconds)
     out["halo"] = 0.0
-    out["transfer"] = (2 * moved + 2 * cached) * rates.gather * slow
-    latency = cal.gang.latency_s if cal.gang else 1e-3
-    steps = 2 * model.num_layers * m
-    out["steps"] = steps * (latency + cal.fixed(1)[0] / 4)
-    eval_s += moved * rates.gather * slow + model.num_layers * m * latency
+    out["transfer"] = (2 * moved + 2 * cached) * gang.moved_s
+    eval_s += moved * gang.moved_eval_s
     return out, eval_s
 
 
-def _hongtu_worker(
-    candidate: Candidate, inputs: CostInputs, part: PartShape, exact: int
-) -> int:
+def _hongtu_tensors(candidate: Candidate, inputs: CostInputs, exact: int) -> int:
+    """A HongTu worker's tensors: the trainer's modelled arena peak."""
     shape = inputs.hongtu.get((candidate.workers, candidate.chunks))
-    cal = inputs.calibration
     if shape is not None:
-        return cal.base_rss_bytes + shape.arena_peak_bytes
-    return cal.base_rss_bytes + (exact - cal.base_rss_bytes) // candidate.chunks
+        return shape.arena_peak_bytes
+    return exact // candidate.chunks
 
 
 def block_sizes(

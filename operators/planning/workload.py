@@ -17,7 +17,7 @@ Examples:
     >>> sizes = LayerSizes(num_src=100, num_dst=100, num_edges=1000)
     >>> [c.spmm_width for c in layer_counts(ModelConfig("gcn", hidden=16),
     ...                                    128, 7, [sizes, sizes])]
-    [16, 7]
+    [128, 7]
 """
 
 from __future__ import annotations
@@ -157,6 +157,7 @@ class LayerCounts:
         input_grad: whether the layer's input needs a gradient.
         outputs: element counts of the tensors its forward creates (dropout,
             products, aggregate, bias, activation); backward creates as many.
+        src_rows: rows its SpMM gathers from.
     """
 
     in_width: int
@@ -173,6 +174,7 @@ class LayerCounts:
     kept_elements: int
     input_grad: bool = False
     outputs: tuple[int, ...] = ()
+    src_rows: int = 0
 
     @property
     def spmm_products(self) -> int:
@@ -207,6 +209,7 @@ def layer_counts(
     *,
     training: bool = True,
     aggregate_first_only: bool = False,
+    steady: bool = True,
 ) -> list[LayerCounts]:
     """Per-layer operation counts of one pass of ``model``.
 
@@ -219,7 +222,12 @@ def layer_counts(
         training: a training step (forward and backward, dropout) or an
             evaluation pass (forward only).
         aggregate_first_only: aggregate before projecting in every layer (the
-            partition-parallel layer programs do), instead of the layers' choice.
+            partition-parallel layer programs do), instead of the layers' choice;
+            no aggregate is reused there.
+        steady: count an epoch after the first, in which the single-device
+            layers reuse the first layer's aggregate of an unchanged input
+            (training without dropout, SAGE's evaluation; see
+            :mod:`strata.operators.kernels.reuse`): that SpMM then costs nothing.
 
     Raises:
         OperatorError: a model the cost model does not count, or a wrong
@@ -257,6 +265,7 @@ def layer_counts(
                 last=last,
                 training=training,
                 agg_only=aggregate_first_only,
+                steady=steady,
             )
         )
     return counts
@@ -271,8 +280,21 @@ def _layer(
     last: bool,
     training: bool,
     agg_only: bool,
+    steady: bool,
 ) -> LayerCounts:
     d_in, d_out = dims
+    # The single-device forward reuses A.x of a first-layer input that needs no
+    # gradient (kernels.reuse): it aggregates first in training whatever the
+    # widths, and an input that is the same tensor every epoch is aggregated
+    # once: in training when dropout is 0 (counter dropout then returns its
+    # input); in evaluation only where the layer's finish leaves the cached
+    # aggregate untouched (SAGE; GCN and GIN update it in place, so its version
+    # changes and the cache misses: what the layers were measured to do, see
+    # tests/operators/test_planning.py).
+    constant = layer == 0 and not agg_only and model.name != "gat"
+    unchanged = constant and (
+        (training and model.dropout == 0) or (not training and model.name == "sage")
+    )
     x_grad = training and layer > 0  # the first layer's input needs no gradient
     n_src, n_dst, edges = size.num_src, size.num_dst, size.num_edges
     dropout = n_src * d_in if training and model.dropout > 0 else 0
@@ -281,16 +303,21 @@ def _layer(
     if name in ("gcn", "sage"):
         if name == "gcn":  # existing loops replaced by one per destination
             edges = edges - size.self_loops + n_dst
-        first = agg_only or aggregate_first(
-            num_src=n_src,
-            num_dst=n_dst,
-            num_edges=edges,
-            in_width=d_in,
-            out_width=d_out,
-            x_requires_grad=x_grad,
-            training=training,
+        first = (
+            agg_only
+            or (constant and training)
+            or aggregate_first(
+                num_src=n_src,
+                num_dst=n_dst,
+                num_edges=edges,
+                in_width=d_in,
+                out_width=d_out,
+                x_requires_grad=x_grad,
+                training=training,
+            )
         )
         width = d_in if first else d_out
+        spmm_edges = 0 if (first and unchanged and steady) else edges
         rows = n_dst if first else n_src
         linear = [(rows, d_in, d_out)]
         backward = [1 + int(x_grad)] if training else [0]
@@ -309,7 +336,7 @@ def _layer(
             d_in,
             d_out,
             first,
-            edges,
+            spmm_edges,
             width,
             spmm_backward,
             tuple(linear),
@@ -320,9 +347,11 @@ def _layer(
             kept if training else 0,
             x_grad,
             tuple(o for o in outputs if o),
+            n_src,
         )
     if name == "gin":  # sum first, then Linear -> ReLU -> Linear
         mlp = ((n_dst, d_in, d_out), (n_dst, d_out, d_out))
+        reused = unchanged and steady
         # the trainable eps makes the MLP's input need a gradient in every layer
         mlp_backward = (2, 2) if training else (0, 0)
         kept = n_dst * d_in + 3 * n_dst * d_out + (n_src * d_in if x_grad else 0)
@@ -330,7 +359,7 @@ def _layer(
             d_in,
             d_out,
             True,
-            edges,
+            0 if reused else edges,
             d_in,
             x_grad,
             mlp,
@@ -343,6 +372,7 @@ def _layer(
             tuple(
                 o for o in (dropout, n_dst * d_in, n_dst * d_out, n_dst * d_out) if o
             ),
+            n_src,
         )
     # gat: project, then attention-weighted SpMM over every head
     heads = model.heads if not last else model.output_heads
@@ -367,4 +397,5 @@ def _layer(
         kept if training else 0,
         x_grad,
         tuple(o for o in (dropout, n_src * width, n_dst * width, act) if o),
+        n_src,
     )

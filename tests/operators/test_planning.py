@@ -6,6 +6,7 @@ the layers actually execute: every SpMM the kernels run (counted at the kernel
 primitive) and every dense multiply-add torch dispatches outside it.
 """
 
+import contextlib
 import importlib
 import json
 import logging
@@ -20,6 +21,7 @@ from strata.engine.executors import execute
 from strata.engine.job import job_config, load_job
 from strata.operators.cli.main import main
 from strata.operators.errors import OperatorError
+from strata.operators.kernels import as_device_graph
 from strata.operators.planning import (
     Candidate,
     JobKind,
@@ -39,6 +41,7 @@ from strata.operators.planning.calibration import (
 )
 from strata.operators.planning.planner import choose
 from strata.operators.trainers import ModelConfig, TrainConfig
+from strata.operators.trainers.dropout import counter_dropout
 from strata.storage import CSRGraph, load_planetoid
 
 JOBS = Path(__file__).resolve().parents[2] / "jobs"
@@ -48,6 +51,8 @@ spmm_module = importlib.import_module("strata.operators.kernels.spmm")
 RATES = KernelRates(
     spmm_fwd={8: 2e-9, 128: 3e-8},
     spmm_bwd={8: 3e-9, 128: 4e-8},
+    spmm_small_fwd={8: 1e-9, 128: 1e-8},
+    spmm_small_bwd={8: 1e-9, 128: 1e-8},
     linear_fwd={"16x8": 1e-10, "128x8": 4e-11, "128x128": 2e-11, "1024x16": 2e-11},
     linear_bwd={"16x8": 1e-10, "128x8": 4e-11, "128x128": 2e-11, "1024x16": 2e-11},
     dropout=2e-10,
@@ -67,7 +72,15 @@ def fake_calibration() -> Calibration:
         epoch_fixed_s={1: 1e-3, 2: 1e-3},
         eval_fixed_s={1: 5e-4, 2: 5e-4},
         base_rss_bytes=300 << 20,
-        gang=GangRates(latency_s=0.5, per_byte_s=1e-9),
+        gang=GangRates(
+            latency_s=0.5,
+            per_byte_s=1e-9,
+            worker_rss_bytes=400 << 20,
+            epoch_fixed_s=0.5,
+            eval_fixed_s=0.5,
+            moved_s=1e-8,
+            moved_eval_s=1e-8,
+        ),
     )
 
 
@@ -91,6 +104,7 @@ def small_graph(n: int = 60, e: int = 400, seed: int = 0) -> CSRGraph:
 
 
 class KernelCount(TorchDispatchMode):
+    # counting starts when the mode is entered (the second epoch)
     """Counts (edge x feature) products of every SpMM the kernels run, and the
     multiply-adds of every dense product outside them (a kernel may run a
     small graph's SpMM as a dense product: that is SpMM work)."""
@@ -98,11 +112,13 @@ class KernelCount(TorchDispatchMode):
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
         super().__init__()
         self.forward = self.backward = self.macs = 0
-        self.inside = False
+        self.inside = self.active = False
         real = spmm_module.spmm_raw
 
         def counting(dg, x, values=None, *, transpose=False, reuse_values=False):
             products = dg.num_edges * int(np.prod(x.shape[1:]))
+            if not self.active:
+                products = 0
             if transpose:
                 self.backward += products
             else:
@@ -117,6 +133,14 @@ class KernelCount(TorchDispatchMode):
 
         monkeypatch.setattr(spmm_module, "spmm_raw", counting)
 
+    def __enter__(self):
+        self.active = True
+        return super().__enter__()
+
+    def __exit__(self, *exc):
+        self.active = False
+        return super().__exit__(*exc)
+
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         name = func.overloadpacket.__name__
         if not self.inside and name in ("mm", "addmm"):
@@ -128,24 +152,38 @@ class KernelCount(TorchDispatchMode):
 def run_model(
     model_config: ModelConfig, graph: CSRGraph, f: int, c: int, train: bool, count
 ) -> None:
-    """One forward (and backward) of the model under ``count``."""
+    """Two epochs of the model as FullGraphTrainer runs them; the second counted.
+
+    Training: counter dropout before every layer, forward and backward;
+    evaluation: the model's own forward without gradients.
+    """
     torch.manual_seed(0)
     model = model_config.build(f, c)
     x = torch.randn(graph.num_nodes, f)
+    ids = torch.arange(graph.num_nodes)
+    graph = as_device_graph(graph, torch.device("cpu"))  # the trainer's, kept
     model.train(train)
-    with count:
-        if train:
-            model(graph, x).sum().backward()
-        else:
-            with torch.no_grad():
-                model(graph, x)
+    for epoch in range(2):
+        with count if epoch == 1 else contextlib.nullcontext():
+            if not train:
+                with torch.no_grad():
+                    model(graph, x)
+                continue
+            h = x
+            for i, conv in enumerate(model.convs):
+                p = model.dropout
+                h = counter_dropout(h, ids, p=p, seed=0, epoch=epoch, layer=i)
+                h = conv(graph, h)
+                h = model.act(h) if i < len(model.convs) - 1 else h
+            h.sum().backward()
 
 
 @pytest.mark.parametrize("train", [True, False])
+@pytest.mark.parametrize("dropout", [0.0, 0.5])  # 0: layer 1 reuses A.x
 @pytest.mark.parametrize(
     ("name", "hidden", "features", "layers"),
     [
-        ("gcn", 16, 40, 2),  # narrowing: projects first in layer 1
+        ("gcn", 16, 40, 2),  # narrowing: projects first in layer 2
         ("gcn", 64, 8, 3),  # widening: aggregates first
         ("sage", 16, 12, 2),
         ("gin", 8, 6, 2),
@@ -157,11 +195,12 @@ def test_counts_match_what_the_layers_execute(
     hidden: int,
     features: int,
     layers: int,
+    dropout: float,
     train: bool,
 ) -> None:
     graph = small_graph()
     classes = 5
-    model = ModelConfig(name, hidden=hidden, num_layers=layers, dropout=0.0)
+    model = ModelConfig(name, hidden=hidden, num_layers=layers, dropout=dropout)
     count = KernelCount(monkeypatch)
     run_model(model, graph, features, classes, train, count)
     loops = int(np.count_nonzero(graph.to_coo()[0] == graph.indices))
@@ -176,13 +215,16 @@ def test_counts_match_what_the_layers_execute(
 
 
 def test_counts_brute_force_from_the_config() -> None:
-    # GCN 2 layers, 100 -> 16 -> 4 on 50 nodes, 300 edges, no loops: layer 1
-    # projects first (narrowing), layer 2 too; counted by hand
+    # GCN 2 layers, 100 -> 16 -> 4 on 50 nodes, 300 edges, no loops, dropout
+    # 0.5: layer 1's input needs no gradient, so it aggregates first (its A.x
+    # could be reused, but dropout makes a new input every epoch); layer 2
+    # narrows, so it projects first. Counted by hand:
     model = ModelConfig("gcn", hidden=16, num_layers=2)
     size = LayerSizes(50, 50, 300, 0)
     first, second = layer_counts(model, 100, 4, [size, size])
-    assert (first.aggregate_first, second.aggregate_first) == (False, False)
-    assert first.spmm_products == (300 + 50) * 16
+    assert (first.aggregate_first, second.aggregate_first) == (True, False)
+    assert first.spmm_products == (300 + 50) * 100
+    assert not first.spmm_backward
     assert second.spmm_products == (300 + 50) * 4
     assert first.macs == 50 * 100 * 16
     assert second.macs == 50 * 16 * 4
