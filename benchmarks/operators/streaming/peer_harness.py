@@ -22,8 +22,13 @@ the median and spread over rounds. Process CPU time is recorded too.
 from __future__ import annotations
 
 import gc
+import json
+import os
+import subprocess
+import tempfile
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -32,8 +37,106 @@ from pyg_peer import PEER, PygAffected, PygFull
 from streaming_harness import Setup, make_batches
 
 from strata.operators.streaming import LayerDelta, StreamingGNN, StreamingModel
+from strata.storage import UpdateKind, decode_updates
 
 PATHS = ("incremental", "pyg_affected", "pyg_full")
+HERE = Path(__file__).resolve().parent
+
+
+def dgl_python() -> Path | None:
+    """The DGL environment's interpreter (``STRATA_DGL_PYTHON`` or ../dgl-env)."""
+    configured = os.environ.get("STRATA_DGL_PYTHON")
+    path = (
+        Path(configured)
+        if configured
+        else HERE.parents[2].parent / "dgl-env" / "bin" / "python"
+    )
+    return path if path.exists() else None
+
+
+class DglFull:
+    """The DGL full-recompute peer in its own process (``dgl_streaming.py``)."""
+
+    def __init__(
+        self, python: Path, setup: Setup, stream: list[pa.RecordBatch], threads: int
+    ) -> None:
+        self.dir = tempfile.TemporaryDirectory(prefix="strata-dgl-stream-")
+        data = Path(self.dir.name)
+        src, dst = setup.graph.to_coo()
+        np.savez(data / "graph.npz", src=src, dst=dst, num_nodes=setup.graph.num_nodes)
+        np.save(data / "x.npy", np.asarray(setup.x, dtype=np.float32))
+        weights: dict[str, Any] = {"layers": len(setup.model.convs)}  # type: ignore[arg-type]
+        for i, conv in enumerate(setup.model.convs):  # type: ignore[arg-type]
+            for name in ("lin_l.weight", "lin_l.bias", "lin_r.weight"):
+                module, param = name.split(".")
+                value = getattr(getattr(conv, module), param)
+                weights[f"{i}.{name}"] = value.detach().numpy()
+        np.savez(data / "weights.npz", **weights)
+        arrays: dict[str, Any] = {
+            "add": int(UpdateKind.ADD_EDGE),
+            "remove": int(UpdateKind.REMOVE_EDGE),
+            "set": int(UpdateKind.SET_FEATURE),
+        }
+        for b, batch in enumerate(stream):
+            u = decode_updates(batch)
+            arrays.update(
+                {
+                    f"{b}.kind": u.kind,
+                    f"{b}.src": u.src,
+                    f"{b}.dst": u.dst,
+                    f"{b}.node": u.node,
+                    f"{b}.feature": u.feature,
+                }
+            )
+        np.savez(data / "batches.npz", **arrays)
+        self.proc = subprocess.Popen(
+            [
+                str(python),
+                str(HERE / "dgl_streaming.py"),
+                "--data",
+                str(data),
+                "--threads",
+                str(threads),
+            ],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        self.info = self._read()
+
+    def _read(self) -> dict[str, Any]:
+        assert self.proc.stdout is not None
+        while True:
+            line = self.proc.stdout.readline()
+            if not line:
+                raise RuntimeError("the DGL peer exited")
+            if line.startswith("{"):
+                out: dict[str, Any] = json.loads(line)
+                return out
+
+    def _ask(self, command: str) -> dict[str, Any]:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(command + "\n")
+        self.proc.stdin.flush()
+        return self._read()
+
+    def run(self, first: int, stop: int) -> dict[str, Any]:
+        """Apply batches ``first..stop-1`` with a full forward after each."""
+        return self._ask(f"run {first} {stop}")
+
+    def table(self) -> np.ndarray:
+        """The current embeddings."""
+        path = Path(self.dir.name) / "table.npy"
+        self._ask(f"dump {path}")
+        return np.load(path)
+
+    def close(self) -> None:
+        """Stop the process and remove its files."""
+        try:
+            self._ask("quit")
+        finally:
+            self.proc.wait(timeout=60)
+            self.dir.cleanup()
 
 
 @dataclass
@@ -61,25 +164,33 @@ def peer_run(
     batches: int = 30,
     warmup: int = 2,
     round_batches: int = 5,
+    dgl: bool = True,
+    threads: int = 2,
 ) -> dict[str, Any]:
     """Time the three paths over the same ``batches`` (after ``warmup``) batches.
 
     Rounds of ``round_batches`` consecutive batches, interleaved by path: the full
     recompute runs the round first (its tables are kept), then the affected
     recompute, then the incremental path, each compared with the kept table after
-    every batch. Returns per path: updates/s per round, per-batch milliseconds (wall
-    and CPU), the exactness figures, and the ratios of the medians.
+    every batch. With ``dgl`` and a DGL environment, DGL's full recompute runs the
+    round right after PyG's, in its own process (``threads`` torch threads), and its
+    embeddings are compared with PyG's at the end of every round. Returns per path:
+    updates/s per round, per-batch milliseconds (wall and CPU), the exactness
+    figures, and the ratios of the medians.
     """
     stream: list[pa.RecordBatch] = make_batches(setup, batch_size, warmup + batches)
     inc = StreamingGNN(StreamingModel.from_module(setup.model))
     inc.initialize(setup.graph, setup.x)
     affected = PygAffected(setup.model, setup.graph, setup.x)
     full = PygFull(setup.model, setup.graph, setup.x)
+    python = dgl_python() if dgl else None
+    peer_dgl = DglFull(python, setup, stream, threads) if python else None
+    paths = PATHS + (("dgl_full",) if peer_dgl else ())
     nodes = np.arange(setup.graph.num_nodes)
-    times = {path: _Times() for path in PATHS}
-    worst = {"incremental": 0.0, "pyg_affected": 0.0}
+    times = {path: _Times() for path in paths}
+    worst = {"incremental": 0.0, "pyg_affected": 0.0, "dgl_full": 0.0}
     initial = float(np.abs(inc.embeddings(nodes) - full.table).max())
-    rounds: dict[str, list[float]] = {path: [] for path in PATHS}
+    rounds: dict[str, list[float]] = {path: [] for path in paths}
     cuts = [range(0, warmup)] + [
         range(start, min(start + round_batches, warmup + batches))
         for start in range(warmup, warmup + batches, round_batches)
@@ -96,6 +207,13 @@ def peer_run(
                     times["pyg_full"] if keep else None,
                 )
                 tables.append(table.copy())
+            if peer_dgl is not None:
+                answer = peer_dgl.run(batch_ids[0], batch_ids[-1] + 1)
+                if keep:
+                    for wall, cpu in zip(answer["wall"], answer["cpu"], strict=True):
+                        times["dgl_full"].add(wall, cpu)
+                diff = float(np.abs(peer_dgl.table() - tables[-1]).max())
+                worst["dgl_full"] = max(worst["dgl_full"], diff)
             for i, table in zip(batch_ids, tables, strict=True):
                 _timed(
                     lambda b=stream[i]: affected.update(b),
@@ -126,6 +244,7 @@ def peer_run(
         "rounds": len(cuts) - 1,
         "round_batches": round_batches,
         "peer": PEER,
+        "dgl_peer": peer_dgl.info["peer"] if peer_dgl else None,
         "checked_batches": warmup + batches,
         "initial_max_abs_diff": initial,
         "max_abs_diff_vs_pyg_full": worst,
@@ -143,8 +262,10 @@ def peer_run(
             "cpu_ms_per_batch_mean": 1e3 * float(np.mean(t.cpu)),
             "updates_per_cpu_s": batch_size * len(t.cpu) / float(np.sum(t.cpu)),
         }
+    if peer_dgl is not None:
+        peer_dgl.close()
     inc_rate = out["incremental"]["updates_per_s"]
-    for peer in ("pyg_affected", "pyg_full"):
+    for peer in paths[1:]:
         out[f"speedup_vs_{peer}"] = inc_rate / out[peer]["updates_per_s"]
         out[f"cpu_speedup_vs_{peer}"] = (
             out["incremental"]["updates_per_cpu_s"] / out[peer]["updates_per_cpu_s"]
@@ -156,7 +277,7 @@ def peer_run(
 EXACT = 1e-5
 
 #: Targets of issue 15 item 5 at B = 100 (times the peer's updates per second).
-TARGETS = {"pyg_full": 76.0, "pyg_affected": 20.0}
+TARGETS = {"pyg_full": 76.0, "pyg_affected": 20.0, "dgl_full": 76.0}
 
 
 def result_rows(run: dict[str, Any], command: str) -> list[dict[str, Any]]:
@@ -166,9 +287,12 @@ def result_rows(run: dict[str, Any], command: str) -> list[dict[str, Any]]:
         "pyg_full": "full recompute (SAGEConv, sparse CSR adj_t) per batch",
         "pyg_affected": "affected L-hop recompute (k_hop_subgraph + SAGEConv) "
         "per batch",
+        "dgl_full": "full recompute (SAGEConv mean over a CSC graph) per batch",
     }
     inc = run["incremental"]
     for peer, target in TARGETS.items():
+        if peer not in run:
+            continue
         p = run[peer]
         ratio = inc["updates_per_s"] / p["updates_per_s"]
         diff = run["max_abs_diff_vs_pyg_full"]
@@ -185,6 +309,12 @@ def result_rows(run: dict[str, Any], command: str) -> list[dict[str, Any]]:
             f"{p['ms_per_batch_median']:.1f}. CPU-time speedup "
             f"{run['cpu_speedup_vs_' + peer]:.1f}x."
         )
+        if peer == "dgl_full":
+            note += (
+                f" DGL runs in its own process (same weights and batches); its "
+                f"embeddings vs PyG's at every round's end: max |diff| "
+                f"{diff['dgl_full']:.2e}."
+            )
         if peer == "pyg_affected":
             note += (
                 f" Peer recomputes {run['pyg_affected_recomputed_per_batch']:.0f} "
@@ -196,12 +326,13 @@ def result_rows(run: dict[str, Any], command: str) -> list[dict[str, Any]]:
                 "work": f"streaming 2-layer SAGE-mean (d=64), {run['graph']} "
                 f"({run['nodes']} nodes, {run['edges']} edges), B={run['batch_size']} "
                 f"updates per batch (70% add, 20% delete, 10% feature): incremental "
-                f"vs PyG {names[peer]}",
+                f"vs {'DGL' if peer == 'dgl_full' else 'PyG'} {names[peer]}",
                 "metric": "updates per second",
                 "better": "higher",
                 "strata": round(inc["updates_per_s"], 2),
                 "strata_spread": [round(v, 2) for v in inc["updates_per_s_spread"]],
-                "peer": f"{PEER}, {names[peer]}",
+                "peer": f"{run['dgl_peer'] if peer == 'dgl_full' else PEER}, "
+                f"{names[peer]}",
                 "peer_value": round(p["updates_per_s"], 3),
                 "peer_spread": [round(v, 3) for v in p["updates_per_s_spread"]],
                 "ratio": round(ratio, 2),
