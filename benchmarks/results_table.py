@@ -154,20 +154,37 @@ def _target_advantage(row: Row) -> float | None:
     return bound
 
 
+def _short(text: str, width: int) -> str:
+    text = text.split(" (")[0]
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def _label(row: Row) -> str:
+    return f"{_short(row.work, 58)}\nvs {_short(row.peer, 40)}"
+
+
+def _colour(row: Row) -> str:
+    if row.met:
+        return "#2b8a3e"
+    # A context row (a floor, not a target) is grey, not a miss.
+    return "#adb5bd" if row.target.startswith("none") else "#c92a2a"
+
+
 def chart(rows: list[Row], out: Path) -> None:
     """Bars of each figure's advantage over its peer (log scale), targets as ticks."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    import matplotlib.ticker
 
     shown = [r for r in rows if r.better != "band" and r.strata > 0 and r.peer_value]
     if not shown:
         return
-    fig, ax = plt.subplots(figsize=(9, 0.45 * len(shown) + 1.4))
-    labels = [f"{r.work} vs {r.peer}" for r in shown]
+    fig, ax = plt.subplots(figsize=(11, 0.6 * len(shown) + 1.4))
+    labels = [_label(r) for r in shown]
     values = [r.advantage for r in shown]
-    colours = ["#2b8a3e" if r.met else "#c92a2a" for r in shown]
+    colours = [_colour(r) for r in shown]
     y = list(range(len(shown)))
     ax.barh(y, values, color=colours)
     for i, r in enumerate(shown):
@@ -176,9 +193,14 @@ def chart(rows: list[Row], out: Path) -> None:
             ax.plot([target, target], [i - 0.4, i + 0.4], color="black", lw=2)
     ax.axvline(1.0, color="grey", lw=1, ls="--")
     ax.set_xscale("log")
-    ax.set_yticks(y, labels, fontsize=8)
+    ax.xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:g}"))
+    ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
+    ax.set_yticks(y, labels, fontsize=7)
     ax.invert_yaxis()
-    ax.set_xlabel("times better than the peer (log; green: target met; tick: target)")
+    ax.set_xlabel(
+        "times better than the peer (log scale; green: met, red: missed, "
+        "grey: context; tick: target)"
+    )
     ax.set_title("Strata against its peers, same run, 2-core CPU machine")
     fig.tight_layout()
     fig.savefig(out, dpi=120)
