@@ -8,6 +8,7 @@ in a fresh interpreter and reads its ``sys.modules``.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from importlib import metadata
@@ -15,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from strata.engine.cli import OPENMP_WAIT_SETTINGS, passive_openmp_threads
 from strata.operators.cli.main import main
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -70,3 +72,16 @@ def test_version_is_the_installed_distributions(
     # looked up only when asked for (finding it reads every installed package)
     assert main(["--version"]) == 0
     assert capsys.readouterr().out == f"strata {metadata.version('strata-gnn')}\n"
+
+
+def test_openmp_threads_sleep_when_idle_unless_the_user_chose(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    for name in OPENMP_WAIT_SETTINGS:
+        monkeypatch.delenv(name, raising=False)
+    assert main(["describe", "strata.engine._example_job"]) == 0
+    assert os.environ["OMP_WAIT_POLICY"] == "PASSIVE"
+    monkeypatch.delenv("OMP_WAIT_POLICY")
+    monkeypatch.setenv("GOMP_SPINCOUNT", "10000")
+    passive_openmp_threads()
+    assert "OMP_WAIT_POLICY" not in os.environ
