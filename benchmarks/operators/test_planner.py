@@ -118,6 +118,7 @@ def rows_for(work: str, job: str, args: list[str], data: dict[str, Any]) -> list
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(2400)
 def test_planner_predicts_what_it_measures() -> None:
     rows: list[dict] = []
     for i, (work, job, args) in enumerate(GRAPHS):

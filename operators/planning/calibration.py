@@ -419,7 +419,7 @@ def _rates() -> KernelRates:
     linear_fwd: dict[str, float] = {}
     linear_bwd: dict[str, float] = {}
     for fan_in, fan_out in LINEAR_SHAPES:
-        rows = max(1 << 14, (1 << 23) // (fan_in * fan_out))
+        rows = max(1 << 15, (1 << 23) // (fan_in * fan_out))
         x = torch.randn(rows, fan_in, requires_grad=True)
         w = torch.randn(fan_out, fan_in, requires_grad=True)
         macs = rows * fan_in * fan_out
@@ -499,16 +499,17 @@ def current_rss() -> int:
 
 
 def _steady(rates: dict[int, KernelRates], single: int) -> None:
-    """Keep every multi-thread rate within [0.4, 1] of the one-thread rate.
+    """Keep every multi-thread rate at least 0.4x the one-thread rate.
 
-    More threads are not slower, nor more than 2.5x faster, on an idle machine;
-    a timing outside that band caught another process's time slice (a parallel
-    region waits for its slowest thread), so it is clamped into the band.
+    Two threads are not more than 2.5x faster than one; a faster timing is
+    noise. A slower one is kept: on a busy machine a parallel region waits for
+    its slowest thread (numba's workers spin beside torch's), and training
+    sees the same.
     """
     base = rates[single]
 
     def band(value: float, ref: float) -> float:
-        return min(max(value, 0.4 * ref), ref)
+        return max(value, 0.4 * ref)
 
     for threads, r in list(rates.items()):
         if threads == single:

@@ -5,8 +5,10 @@ machine's measured rates (:mod:`strata.operators.planning.calibration`):
 
 * per layer, the forward SpMM at the width the layer aggregates at, the
   transposed SpMM in backward where a gradient needs it, every dense product
-  forward and its one or two backward products, dropout's masks, bias and
-  activation passes; plus the epoch's fixed cost (loss, optimiser, Python);
+  forward and its one or two backward products, dropout's masks (drawn again
+  in backward where the input needs a gradient), bias and activation passes,
+  the fresh pages of every tensor over the allocator's heap limit; plus the
+  epoch's fixed cost (loss, optimiser, Python);
 * an epoch is one training step and one evaluation pass (forward only, no
   dropout), as the trainers' epoch records time it;
 * SpMM and dropout run on numba's threads (every core), dense products and
@@ -219,8 +221,8 @@ def pass_seconds(
         passes = 2 if training else 1
         ew = c.elementwise + c.edge_elements
         out["elementwise"] += passes * ew * dense.elementwise
-        if training and c.input_grad:  # dropout's backward: grad x mask
-            out["elementwise"] += c.dropout_elements * dense.elementwise
+        if training and c.input_grad:  # backward draws the mask again
+            out["dropout"] += c.dropout_elements * sparse.dropout
     return out
 
 
