@@ -67,6 +67,13 @@ def _imbalance(assignment: np.ndarray, k: int) -> float:
     return float(sizes.max() * k / assignment.size)
 
 
+def _edge_balance(indptr: np.ndarray, a: np.ndarray, k: int) -> float:
+    """``max_p sum of degrees / (2m / k)`` (``strata.partition.metrics``)."""
+    degree = np.diff(indptr).astype(np.float64)
+    sums = np.bincount(a, weights=degree, minlength=k)
+    return float(sums.max() * k / degree.sum())
+
+
 def _cut(indptr: np.ndarray, indices: np.ndarray, a: np.ndarray) -> int:
     src = np.repeat(np.arange(indptr.size - 1), np.diff(indptr))
     return int(np.count_nonzero(a[src] != a[indices]) // 2)
@@ -107,7 +114,13 @@ def run_csr_method(
     run(_tiny(), 0)
     warmup_s = time.perf_counter() - start
     base = _reset_peak()
-    out: dict[str, list[float]] = {"cut": [], "imbalance": [], "seconds": [], "cpu": []}
+    out: dict[str, list[float]] = {
+        "cut": [],
+        "imbalance": [],
+        "edge_balance": [],
+        "seconds": [],
+        "cpu": [],
+    }
     with RssPoller() as poller:
         for seed in seeds:
             wall = time.perf_counter()
@@ -117,6 +130,7 @@ def run_csr_method(
             out["cpu"].append(time.process_time() - cpu)
             out["cut"].append(_cut(graph.indptr, graph.indices, a))
             out["imbalance"].append(_imbalance(a, k))
+            out["edge_balance"].append(_edge_balance(graph.indptr, a, k))
     return {
         **out,
         "load_s": load_s,
@@ -143,7 +157,13 @@ def run_grem(folder: Path, k: int, seeds: list[int], refine: bool) -> dict[str, 
     )
     warmup_s = time.perf_counter() - start
     base = _reset_peak()
-    out: dict[str, list[float]] = {"cut": [], "imbalance": [], "seconds": [], "cpu": []}
+    out: dict[str, list[float]] = {
+        "cut": [],
+        "imbalance": [],
+        "edge_balance": [],
+        "seconds": [],
+        "cpu": [],
+    }
     phases: dict[str, float] = {}
     with RssPoller() as poller:
         for seed in seeds:
@@ -156,6 +176,7 @@ def run_grem(folder: Path, k: int, seeds: list[int], refine: bool) -> dict[str, 
             out["cpu"].append(time.process_time() - cpu)
             out["cut"].append(p.report.edge_cut)
             out["imbalance"].append(p.report.vertex_balance)
+            out["edge_balance"].append(p.report.edge_balance)
             phases = dict(p.report.phase_seconds)
     return {
         **out,
@@ -199,6 +220,7 @@ def run_streaming(folder: Path, k: int, seeds: list[int]) -> dict[str, Any]:
             "cut": r["cut"],
             "fraction": [c / m for c in r["cut"]],
             "imbalance": r["imbalance"],
+            "edge_balance": r["edge_balance"],
             "seconds": r["seconds"],
         }
     for name, make in makers.items():
