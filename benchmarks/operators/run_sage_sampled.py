@@ -16,8 +16,11 @@ Two paths, the same maths:
   ``BlockBatches.prepare`` per batch: the sampler's last hop in global ids, the
   first layer's mean and root rows straight from the feature table, and the second
   block's structures; the training thread runs ``BlockBatches.forward`` (the first
-  layer's dense part, then the second layer), backward and the Adam step.
-* ``plain`` (the unoptimised reference, one thread): ``NeighborSampler.sample`` ->
+  layer's dense part, then the second layer; dense products on oneDNN unless
+  ``--dense torch``), backward and the Adam step. Of ``--threads 2``, torch gets 1
+  beside the prefetch thread, as in ``SampledTrainer``.
+* ``plain`` (the unoptimised reference, ``--threads`` torch threads, no prefetch
+  thread): ``NeighborSampler.sample`` ->
   ``x.index_select(0, blocks[0].src_global_ids)`` -> ``model(blocks, x)`` ->
   backward -> Adam, as DGL's runner does.
 
