@@ -95,6 +95,9 @@ def _wrap_adam() -> None:
 
 def main() -> None:
     job, settings = sys.argv[2], sys.argv[3:]
+    from strata.engine.cli import passive_openmp_threads
+
+    passive_openmp_threads()  # what `strata run` does first, before torch starts
     # The imports the job makes anyway (its modules import torch and numba); done
     # first so the timers can be installed, and counted in first_step all the same.
     _install_numba_timer()
