@@ -340,14 +340,16 @@ def rows(
                 "sockets); worker start-up excluded",
             )
         )
+    floor = stats["local-generators"]
     out.append(
         row(
             "local",
             "generators",
             generators,
-            "none (the floor: one thread, no hand-off)",
-            False,
-            "the threaded peer itself costs "
+            f"overhead <= {TARGET_US:g} us/item/step over the peer",
+            floor.median <= TARGET_US,
+            f"overhead {floor.text()} us/item/step, threads included (the floor: "
+            "one thread, no hand-off); the threaded peer itself costs "
             f"{stats['threads'].median - stats['generators'].median:.1f} "
             "us/item/step over this chain: the price of one thread per step",
         )

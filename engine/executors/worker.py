@@ -64,6 +64,7 @@ _HEARTBEAT_S = 0.5
 _LINGER_MS = 2000
 #: An acknowledgement frame: how many messages of the link were taken, their bytes.
 _ACK = struct.Struct("<qq")
+_EVENTS, _POLLIN = int(zmq.EVENTS), int(zmq.POLLIN)  # plain ints: no enum arithmetic
 
 
 @dataclass(frozen=True, slots=True)
@@ -342,7 +343,8 @@ class _Pump:
         if timeout_ms:
             self.flush()
         for socket, _ in self.poller.poll(timeout_ms):
-            while socket.poll(0):
+            # ZMQ_EVENTS, not socket.poll(0): that builds a Poller per call.
+            while socket.getsockopt(_EVENTS) & _POLLIN:
                 frames = socket.recv_multipart(copy=False)
                 self._dispatch(socket, frames)
         if time.monotonic() - self.last_beat > _HEARTBEAT_S:
