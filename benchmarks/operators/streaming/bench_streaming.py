@@ -12,6 +12,14 @@ RMAT scale 16, the window curve, 60 s of ingestion)::
 
 Every figure is in ``extra_info``; ratios come from one run of one test.
 ``run_streaming.py`` prints the same experiments as JSON without pytest.
+
+Against peers (issue 15): ``test_pyg_peers_*`` time the incremental path against
+PyG's full and affected-subgraph recompute and DGL's full recompute on the same
+stream (``peer_harness.py``); ``benchmarks/results/streaming.json`` comes from::
+
+    OPENBLAS_NUM_THREADS=1 .venv/bin/python \
+        benchmarks/operators/streaming/run_streaming.py peers --scale 18 \
+        --batch-sizes 100 --batches 40 --write
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ Usage (from the repository root)::
     .venv/bin/python benchmarks/operators/streaming/run_streaming.py exactness \
         --scale 16 --updates 100000 --window 1000 --model gcn
     .venv/bin/python benchmarks/operators/streaming/run_streaming.py peers \
-        --scale 18 --batch-sizes 100 --batches 30 --write   # vs PyG (issue 15)
+        --scale 18 --batch-sizes 100 --batches 40 --write   # vs PyG, DGL (issue 15)
     .venv/bin/python benchmarks/operators/streaming/run_streaming.py ingest --seconds 60
         [--retention-s 2]   # default: no consumer truncates; the log quota fills
 
