@@ -43,7 +43,11 @@ from strata.operators.kernels.edge_softmax import edge_softmax
 from strata.operators.kernels.sddmm import sddmm_add
 from strata.operators.kernels.spmm import spmm
 from strata.operators.layers._common import Graph, glorot_, resolve_graph
-from strata.operators.layers.message_passing import Attention, MessagePassing
+from strata.operators.layers.message_passing import (
+    Attention,
+    MessagePassing,
+    destination_rows,
+)
 
 
 class GATConv(MessagePassing):
@@ -139,11 +143,11 @@ class GATConv(MessagePassing):
         prop = dg.with_self_loops() if self.add_self_loops else dg
         h = self.message(x)
         alpha_src = (h * self.att_src).sum(dim=-1)
-        alpha_dst = (h[: dg.num_dst] * self.att_dst).sum(dim=-1)
+        alpha_dst = (destination_rows(h, dg.num_dst) * self.att_dst).sum(dim=-1)
         if not (self.training and self.dropout > 0):
             # Scores, softmax and weighted sum in one fused kernel.
             z = gat_attention(prop, h, alpha_src, alpha_dst, self.negative_slope)
-            return self.update(z, self.root(x[: dg.num_dst]))
+            return self.update(z, self.root(destination_rows(x, dg.num_dst)))
         logits = F.leaky_relu(
             sddmm_add(prop, alpha_src, alpha_dst), self.negative_slope
         )

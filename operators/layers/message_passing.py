@@ -471,7 +471,16 @@ class MessagePassing(nn.Module):
         """
         dg = resolve_graph(graph, x, f"{type(self).__name__}.forward")
         prop = self.aggregation.propagate(dg)
-        return self._propagate(prop, x, x[: dg.num_dst], reuse=True)
+        return self._propagate(prop, x, destination_rows(x, dg.num_dst), reuse=True)
+
+
+def destination_rows(x: torch.Tensor, num_dst: int) -> torch.Tensor:
+    """``x[:num_dst]``, or ``x`` itself when that is every row (a full graph).
+
+    A slice that covers the whole tensor still records a ``SliceBackward`` that
+    zero-fills and copies an input-sized gradient; ``x`` itself records nothing.
+    """
+    return x if x.shape[0] == num_dst else x[:num_dst]
 
 
 def message_passing_layer(conv: nn.Module, where: str) -> MessagePassing:

@@ -120,6 +120,18 @@ class SAGEConv(MessagePassing):
         """``W_r x_i`` (None without ``root_weight``)."""
         return self.lin_r(x) if self.lin_r is not None else None
 
+    def finish(self, z: torch.Tensor, x_root: torch.Tensor | None) -> torch.Tensor:
+        """``update(W_l z + b, W_r x_root)``, the root term folded into the GEMM.
+
+        Without ``normalize`` the sum is one ``addmm`` onto the root term
+        (``W_r x + W_l z``, then ``+ b`` in place): one ``[N, out]`` temporary
+        and one pass over it fewer than ``h + root``; the same value.
+        """
+        if self.normalize or self.lin_r is None or x_root is None:
+            return super().finish(z, x_root)
+        out = torch.addmm(self.lin_r(x_root), z, self.lin_l.weight.t())
+        return out if self.lin_l.bias is None else out.add_(self.lin_l.bias)
+
     def update(self, h: torch.Tensor, root: torch.Tensor | None) -> torch.Tensor:
         """``h + root``, L2-normalised with ``normalize``."""
         out = h if root is None else h + root
