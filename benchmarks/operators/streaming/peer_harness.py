@@ -135,6 +135,9 @@ class DglFull:
         try:
             self._ask("quit")
         finally:
+            for pipe in (self.proc.stdin, self.proc.stdout):
+                if pipe is not None:
+                    pipe.close()
             self.proc.wait(timeout=60)
             self.dir.cleanup()
 
