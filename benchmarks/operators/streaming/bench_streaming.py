@@ -74,16 +74,15 @@ def test_pyg_peers_smoke(benchmark):
         benchmark, lambda: peer_run(make_setup(10), 100, batches=4, round_batches=2)
     )
     benchmark.extra_info.update(run)
-    assert run["max_abs_diff_vs_pyg_full"]["incremental"] <= EXACT
-    assert run["max_abs_diff_vs_pyg_full"]["pyg_affected"] <= EXACT
+    assert max(run["max_abs_diff_vs_pyg_full"].values()) <= EXACT
 
 
 @pytest.mark.large
 def test_pyg_peers_rmat18(benchmark):
-    """The issue 15 figure: B=100 on RMAT-18, 30 timed batches per path."""
-    run = _once(benchmark, lambda: peer_run(make_setup(18), 100, batches=30))
+    """The issue 15 figure: B=100 on RMAT-18, 40 timed batches per path."""
+    run = _once(benchmark, lambda: peer_run(make_setup(18), 100, batches=40))
     benchmark.extra_info.update(run)
-    assert run["max_abs_diff_vs_pyg_full"]["incremental"] <= EXACT
+    assert max(run["max_abs_diff_vs_pyg_full"].values()) <= EXACT
 
 
 def test_window_curve_smoke(benchmark):

@@ -14,7 +14,9 @@ as it would when deployed (per-batch alternation would also bill the incremental
 path for caches the recompute just flushed). Every path applies the batch to its
 own graph inside its timed call. After every batch (untimed) the incremental
 embeddings of every node and the affected path's table are compared with the full
-recompute's table of the same batch: the max absolute difference is reported. A
+recompute's table of the same batch (for the incremental path: the rows each flush
+emitted, applied to a served table, checked after the round; its whole state at the
+round's end): the max absolute difference is reported. A
 round's figure is updates per second over its batches (wall clock); results are
 the median and spread over rounds. Process CPU time is recorded too.
 """
@@ -192,7 +194,9 @@ def peer_run(
     nodes = np.arange(setup.graph.num_nodes)
     times = {path: _Times() for path in paths}
     worst = {"incremental": 0.0, "pyg_affected": 0.0, "dgl_full": 0.0}
-    initial = float(np.abs(inc.embeddings(nodes) - full.table).max())
+    served = inc.embeddings(nodes)  # the table a consumer of the deltas keeps
+    initial = float(np.abs(served - full.table).max())
+    worst["incremental_state"] = 0.0
     rounds: dict[str, list[float]] = {path: [] for path in paths}
     cuts = [range(0, warmup)] + [
         range(start, min(start + round_batches, warmup + batches))
@@ -224,13 +228,24 @@ def peer_run(
                 )
                 diff = float(np.abs(affected.table - table).max())
                 worst["pyg_affected"] = max(worst["pyg_affected"], diff)
-            for i, table in zip(batch_ids, tables, strict=True):
+            emitted = [
                 _timed(
                     lambda b=stream[i]: inc.apply(LayerDelta.from_updates(b)),
                     times["incremental"] if keep else None,
                 )
-                diff = float(np.abs(inc.embeddings(nodes) - table).max())
+                for i in batch_ids
+            ]
+            # After the round: the embeddings the incremental path emitted (the
+            # changed rows of each batch) applied to its running table must equal
+            # every batch's recompute; then its whole state once. (Reading every
+            # node's embedding between timed batches would evict the working set a
+            # deployed flush finds in cache, and bill the next batch for it.)
+            for out, table in zip(emitted, tables, strict=True):
+                served[out.nodes] = out.values
+                diff = float(np.abs(served - table).max())
                 worst["incremental"] = max(worst["incremental"], diff)
+            diff = float(np.abs(inc.embeddings(nodes) - tables[-1]).max())
+            worst["incremental_state"] = max(worst["incremental_state"], diff)
         finally:
             gc.enable()
         if keep:
@@ -306,7 +321,9 @@ def result_rows(run: dict[str, Any], command: str) -> list[dict[str, Any]]:
             f"by round; each path "
             f"applies the batch to its own graph in its timed call. Exactness: max "
             f"|incremental - PyG full| over all nodes after every one of "
-            f"{run['checked_batches']} batches = {diff['incremental']:.2e}"
+            f"{run['checked_batches']} batches = {diff['incremental']:.2e} (the "
+            f"emitted rows applied to a served table; whole state at every round's "
+            f"end: {diff['incremental_state']:.2e})"
             f" (PyG affected vs full: {diff['pyg_affected']:.2e}). ms/batch median: "
             f"incremental {inc['ms_per_batch_median']:.1f}, peer "
             f"{p['ms_per_batch_median']:.1f}. CPU-time speedup "
@@ -340,7 +357,10 @@ def result_rows(run: dict[str, Any], command: str) -> list[dict[str, Any]]:
                 "peer_spread": [round(v, 3) for v in p["updates_per_s_spread"]],
                 "ratio": round(ratio, 2),
                 "target": f">= {target:g}",
-                "met": bool(ratio >= target and diff["incremental"] <= EXACT),
+                "met": bool(
+                    ratio >= target
+                    and max(diff["incremental"], diff["incremental_state"]) <= EXACT
+                ),
                 "command": command,
                 "note": note,
             }
