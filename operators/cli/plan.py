@@ -128,10 +128,12 @@ class PlanCommand:
         except (JobError, ValueError, OperatorError) as error:
             print(f"strata plan: {error}", file=sys.stderr)
             return EXIT_USAGE
-        calibration = load_calibration(recalibrate=args.recalibrate)
-        before = current_rss()
+        # Load first: this process then holds what a training process holds
+        # before its first epoch (interpreter, torch, the data), before the
+        # calibration's own allocations blur the count.
         data = training_input(training)
-        rss = calibration.base_rss_bytes + max(current_rss() - before, 0)
+        rss = current_rss()
+        calibration = load_calibration(recalibrate=args.recalibrate)
         sampling = training.sampling
         sampled = None
         if sampling is not None:

@@ -20,7 +20,7 @@ calibration without touching the model:
   (the loss, the optimiser step, Python: what does not scale with the graph).
 
 Each rate is measured at one thread and at every core (numba kernels follow
-numba's thread count, torch's follow torch's), taking the median of a few
+numba's thread count, torch's follow torch's), taking the mean of a few
 repeats. The whole run takes a few seconds; the result is cached as JSON under
 ``~/.cache/strata/calibration.json`` (``STRATA_CACHE_DIR`` moves it), keyed by
 machine, core count and torch/numba versions, and ``--recalibrate`` measures
@@ -335,10 +335,12 @@ def load_calibration(
 
 # ----------------------------------------------------------------- measuring
 def _best(fn: Callable[[], Any], repeats: int = 5) -> float:
-    """Median of ``repeats`` timed calls after one warm-up call.
+    """Mean of ``repeats`` timed calls after one warm-up call.
 
-    The median, not the minimum: on a shared machine the minimum catches a
-    quiet moment that a whole epoch never gets, so it predicts too fast.
+    The mean, not the minimum or the median: an epoch is a sum of many kernel
+    calls, so its time is the sum of their means; on a busy machine a kernel's
+    time is heavy-tailed (a parallel region waits for a descheduled thread),
+    and the minimum or median would predict too fast.
     """
     fn()
     times = []
@@ -346,7 +348,7 @@ def _best(fn: Callable[[], Any], repeats: int = 5) -> float:
         start = time.perf_counter()
         fn()
         times.append(time.perf_counter() - start)
-    return statistics.median(times)
+    return statistics.fmean(times)
 
 
 @contextmanager
