@@ -20,10 +20,11 @@ small. Results differ from MKL's by float32 reassociation only, which Adam then
 amplifies: one RMAT-18 epoch's per-batch losses move by up to 1.3e-5.
 
 :func:`onednn_linear` is ``F.linear`` on oneDNN with an autograd backward on
-oneDNN too. :func:`dense_on_onednn` is a context in which every float32 CPU
-``F.linear`` (a layer's own ``nn.Linear`` included) runs there, so a layer
-written on ``F.linear`` needs no change. Without the op (a torch built without
-oneDNN), both fall back to ``F.linear``.
+oneDNN too, and :func:`onednn_addmm` is ``torch.addmm(c, a, b)`` with the add
+fused into the product. :func:`dense_on_onednn` is a context in which every float32
+CPU ``F.linear`` (a layer's own ``nn.Linear`` included) and plain ``torch.addmm``
+runs there, so a layer written on them needs no change. Without the op (a torch
+built without oneDNN), each falls back to torch's own.
 
 Examples:
     >>> import torch
@@ -49,7 +50,7 @@ import torch
 import torch.nn.functional as F
 from torch.overrides import TorchFunctionMode
 
-__all__ = ["dense_on_onednn", "onednn_available", "onednn_linear"]
+__all__ = ["dense_on_onednn", "onednn_addmm", "onednn_available", "onednn_linear"]
 
 
 def _pointwise(x: torch.Tensor, weight: torch.Tensor, bias: Any) -> torch.Tensor:
@@ -95,6 +96,50 @@ class _Linear(torch.autograd.Function):
         return grad_x, grad_w, grad_b
 
 
+class _AddMM(torch.autograd.Function):
+    """``c + a @ b`` with the add fused into oneDNN's product (a binary post-op)."""
+
+    @staticmethod
+    def forward(
+        ctx: Any, c: torch.Tensor, a: torch.Tensor, b: torch.Tensor
+    ) -> torch.Tensor:
+        ctx.save_for_backward(a, b)
+        out: torch.Tensor = torch.ops.mkldnn._linear_pointwise.binary(
+            a, c, b.t().contiguous(), None, "add"
+        )
+        return out
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple[Any, ...]:
+        a, b = ctx.saved_tensors
+        grad_c = grad if ctx.needs_input_grad[0] else None
+        grad_a = grad_b = None
+        if ctx.needs_input_grad[1]:
+            grad_a = _pointwise(grad, b.contiguous(), None)
+        if ctx.needs_input_grad[2]:
+            grad_b = _pointwise(a.t(), grad.t(), None)
+        return grad_c, grad_a, grad_b
+
+
+def onednn_addmm(c: torch.Tensor, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """``torch.addmm(c, a, b)`` (``c + a @ b``) on oneDNN, differentiable.
+
+    Falls back to ``torch.addmm`` unless all three are 2-D float32 CPU tensors and
+    ``c`` has the output's shape.
+    """
+    if not (
+        a.dim() == 2
+        and b.dim() == 2
+        and c.shape == (a.shape[0], b.shape[1])
+        and c.dtype == torch.float32
+        and c.layout == torch.strided
+        and _eligible(a, b)
+    ):
+        return torch.addmm(c, a, b)
+    out: torch.Tensor = _AddMM.apply(c, a, b)
+    return out
+
+
 def _eligible(x: torch.Tensor, weight: torch.Tensor) -> bool:
     return (
         x.device.type == "cpu"
@@ -125,7 +170,7 @@ def onednn_linear(
 
 
 class _DenseMode(TorchFunctionMode):
-    """Routes ``F.linear`` to :func:`onednn_linear`; everything else unchanged."""
+    """Routes ``F.linear`` and ``torch.addmm`` to oneDNN; the rest unchanged."""
 
     def __torch_function__(
         self,
@@ -137,11 +182,13 @@ class _DenseMode(TorchFunctionMode):
         kwargs = kwargs or {}
         if func is F.linear:
             return onednn_linear(*args, **kwargs)
+        if func is torch.addmm and len(args) == 3 and not kwargs:
+            return onednn_addmm(*args)  # beta = alpha = 1 only
         return func(*args, **kwargs)
 
 
 def dense_on_onednn() -> TorchFunctionMode:
-    """A context in which float32 CPU ``F.linear`` calls run on oneDNN.
+    """A context in which float32 CPU ``F.linear`` and ``torch.addmm`` run on oneDNN.
 
     Only the forward call needs to be inside: the backward of each product is
     oneDNN's too. Use it around a model's forward pass.

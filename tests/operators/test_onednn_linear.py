@@ -6,6 +6,7 @@ import torch.nn.functional as F
 
 from strata.operators.kernels.onednn_linear import (
     dense_on_onednn,
+    onednn_addmm,
     onednn_available,
     onednn_linear,
 )
@@ -61,3 +62,21 @@ def test_falls_back_outside_the_cpu_float32_case():
         torch.randn(2, 3, dtype=torch.float64),
     )
     torch.testing.assert_close(onednn_linear(x, w), F.linear(x, w))
+
+
+@needs_onednn
+def test_addmm_values_and_gradients_match_torch():
+    torch.manual_seed(2)
+    c = torch.randn(33, 7, requires_grad=True)
+    a = torch.randn(33, 12, requires_grad=True)
+    w = torch.randn(7, 12, requires_grad=True)  # b = w.t(), as a layer passes it
+    got, got_grads = _grads(lambda c, a, w: onednn_addmm(c, a, w.t()), c, a, w)
+    want, want_grads = _grads(lambda c, a, w: torch.addmm(c, a, w.t()), c, a, w)
+    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+    for g, h in zip(got_grads, want_grads, strict=True):
+        torch.testing.assert_close(g, h, rtol=1e-5, atol=1e-5)
+    with dense_on_onednn():
+        routed = torch.addmm(c, a, w.t())
+        scaled = torch.addmm(c, a, w.t(), beta=0.5)  # not routed: beta != 1
+    assert type(routed.grad_fn).__name__ == "_AddMMBackward"
+    assert type(scaled.grad_fn).__name__ == "AddmmBackward0"
