@@ -8,6 +8,7 @@ why; ``plan=auto`` on a :class:`~strata.operators.trainers.TrainConfig` lets
 the training step choose.
 
 * :mod:`~strata.operators.planning.calibration`: measured kernel rates, cached;
+* :mod:`~strata.operators.planning.shapes`: what each built layer declares;
 * :mod:`~strata.operators.planning.workload`: graph statistics and per-layer
   operation counts;
 * :mod:`~strata.operators.planning.candidates`: the plans;
@@ -29,6 +30,7 @@ from strata.operators.planning.workload import (
     GraphStats,
     LayerCounts,
     LayerSizes,
+    epoch_counts,
     graph_stats,
     layer_counts,
 )
@@ -45,6 +47,7 @@ __all__ = [
     "PlannerConfig",
     "Prediction",
     "candidates",
+    "epoch_counts",
     "graph_stats",
     "layer_counts",
     "plan_training",

@@ -55,7 +55,6 @@ Examples:
 
 from __future__ import annotations
 
-import itertools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -67,16 +66,18 @@ from strata.operators.planning.calibration import (
     KernelRates,
 )
 from strata.operators.planning.candidates import Candidate, PlanKind
+from strata.operators.planning.shapes import ModelShape, model_shape
 from strata.operators.planning.workload import (
     GraphStats,
     LayerCounts,
     LayerSizes,
+    epoch_counts,
     layer_counts,
     widths,
 )
 from strata.operators.trainers.config import ModelConfig
 
-__all__ = ["CostInputs", "PartShape", "Prediction", "predict"]
+__all__ = ["CostInputs", "PartShape", "Prediction", "gang_refusal", "predict"]
 
 _B = 4  # float32
 
@@ -231,17 +232,20 @@ def _full_sizes(stats: GraphStats, layers: int) -> list[LayerSizes]:
     return [LayerSizes(n, n, stats.num_edges, stats.self_loops)] * layers
 
 
+def _shape(model: ModelConfig, stats: GraphStats) -> ModelShape:
+    return model_shape(model, stats.num_features, stats.num_classes)
+
+
 def _state_bytes(model: ModelConfig, stats: GraphStats) -> int:
     """Parameters, their gradients, Adam's two moments, the best-epoch copy."""
-    dims = widths(model, stats.num_features, stats.num_classes)
-    per_layer = 2 if model.name in ("sage", "gin") else 1
-    params = sum((a + 1) * b * per_layer for a, b in itertools.pairwise(dims))
-    return params * _B * 5
+    return _shape(model, stats).parameters * _B * 5
 
 
-def _graph_cache_bytes(model: ModelConfig, edges: int, nodes: int) -> int:
+def _graph_cache_bytes(
+    model: ModelConfig, stats: GraphStats, edges: int, nodes: int
+) -> int:
     """The trainer's cached propagation graph and its transpose."""
-    if model.name in ("gcn", "gat"):
+    if _shape(model, stats).self_loops:
         edges = edges + nodes  # one self-loop per node
     # indices (int64) and values (float32) in CSR and transposed order, the
     # transpose's permutation (int64), and three int64 index pointers
@@ -257,13 +261,29 @@ def _transient_bytes(counts: Sequence[LayerCounts], rows: int) -> int:
 def predict(candidate: Candidate, inputs: CostInputs) -> Prediction:
     """The predicted epoch time and peak memory of ``candidate``."""
     kind = candidate.kind
-    if kind in (PlanKind.EXACT, PlanKind.HONGTU) and inputs.model.name == "gat":
-        return _refused(candidate, "gat needs the single-device trainers")
+    if kind in (PlanKind.EXACT, PlanKind.HONGTU):
+        reason = gang_refusal(inputs.model, inputs.stats)
+        if reason is not None:
+            return _refused(candidate, reason)
     if kind is PlanKind.FULL:
         return _full(candidate, inputs)
     if kind is PlanKind.SAMPLED:
         return _sampled(candidate, inputs)
     return _gang(candidate, inputs)
+
+
+def gang_refusal(model: ModelConfig, stats: GraphStats) -> str | None:
+    """Why the partition-parallel trainers cannot run ``model`` (None: they can).
+
+    They take layer stacks only, and refuse attention (an edge softmax needs
+    every in-edge's score at once), as
+    :func:`~strata.operators.layers.message_passing.message_passing_layer` does.
+    """
+    if model.module is not None:
+        return "a user's module needs the single-device trainers"
+    if _shape(model, stats).attention:
+        return "attention layers need the single-device trainers"
+    return None
 
 
 def _refused(candidate: Candidate, reason: str) -> Prediction:
@@ -280,9 +300,12 @@ def _full(candidate: Candidate, inputs: CostInputs) -> Prediction:
     stats, model = inputs.stats, inputs.model
     sparse, dense, threads = _single_rates(inputs)
     sizes = _full_sizes(stats, model.num_layers)
-    train = layer_counts(model, stats.num_features, stats.num_classes, sizes)
-    evals = layer_counts(
-        model, stats.num_features, stats.num_classes, sizes, training=False
+    train, evals = epoch_counts(
+        model,
+        stats.num_features,
+        stats.num_classes,
+        sizes,
+        evaluate=inputs.eval_every_epoch,
     )
     fixed_train, fixed_eval = inputs.calibration.fixed(threads)
     seconds = pass_seconds(train, sparse, dense, training=True)
@@ -292,7 +315,7 @@ def _full(candidate: Candidate, inputs: CostInputs) -> Prediction:
     n = stats.num_nodes
     memory = {
         "process": inputs.rss_bytes,
-        "graph_cache": _graph_cache_bytes(model, stats.num_edges, n),
+        "graph_cache": _graph_cache_bytes(model, stats, stats.num_edges, n),
         "state": _state_bytes(model, stats),
         "kept": sum(c.kept_elements for c in train) * _B,
         "transient": _transient_bytes(train, n),
@@ -361,7 +384,7 @@ def _gang(candidate: Candidate, inputs: CostInputs) -> Prediction:
         worst_eval = max(worst_eval, eval_s)
         rows = part.nodes + part.halo
         tensors = (
-            _graph_cache_bytes(model, part.edges, rows)
+            _graph_cache_bytes(model, stats, part.edges, rows)
             + _state_bytes(model, stats)
             + sum(c.kept_elements for c in train) * _B
             + _transient_bytes(train, rows)
@@ -464,7 +487,10 @@ def _sampled(candidate: Candidate, inputs: CostInputs) -> Prediction:
         if count <= 0:
             continue
         sizes = block_sizes(stats, size, candidate.fanouts)
-        counts = layer_counts(model, stats.num_features, stats.num_classes, sizes)
+        # every batch samples new blocks: no aggregate is reused across batches
+        counts = layer_counts(
+            model, stats.num_features, stats.num_classes, sizes, steady=False
+        )
         step = pass_seconds(counts, sparse, dense, training=True)
         for key, value in step.items():
             total[key] = total.get(key, 0.0) + count * value

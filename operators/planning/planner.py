@@ -40,6 +40,7 @@ from strata.operators.planning.cost_model import (
     HongTuShape,
     PartShape,
     Prediction,
+    gang_refusal,
     predict,
 )
 from strata.operators.planning.workload import GraphStats, graph_stats
@@ -275,7 +276,7 @@ def plan_training(
         batch_sizes=planner.batch_sizes,
     )
     gangs = sorted({c.workers for c in plans if c.kind is PlanKind.EXACT})
-    model_ok = train.model.name != "gat" and train.model.module is None
+    model_ok = gang_refusal(train.model, stats) is None
     if gangs and model_ok and cal.gang is None:
         cal = load_calibration(gang=True)
     notes: list[str] = []

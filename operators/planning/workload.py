@@ -6,11 +6,13 @@ sees). :func:`layer_counts` turns a :class:`~strata.operators.trainers.ModelConf
 and a graph's sizes into per-layer operation counts for one training step (forward
 and backward) or one evaluation pass: how many (edge x feature) products each
 SpMM does and at which width, how many multiply-adds each dense product does,
-and how many elements dropout, bias and activation touch. It follows the layers'
-own choices: GCN and GraphSAGE ask
-:func:`strata.operators.kernels.aggregate_first` whether to aggregate before or
-after projecting, exactly as their ``propagate`` does, and the first layer's
-input needs no gradient.
+and how many elements dropout, bias and activation touch. The counts come from
+the built layers' declarations (:mod:`strata.operators.planning.shapes`), never
+from the model's name, and follow the layers' own choices: a layer with a linear
+aggregation and a transform asks :func:`strata.operators.kernels.aggregate_first`
+whether to aggregate before or after projecting, exactly as
+``MessagePassing._propagate`` does, and the first layer's input needs no
+gradient.
 
 Examples:
     >>> from strata.operators.trainers import ModelConfig
@@ -29,12 +31,18 @@ import numpy as np
 
 from strata.operators.errors import OperatorError
 from strata.operators.kernels import aggregate_first
+from strata.operators.layers.message_passing import Mean
+from strata.operators.planning.shapes import LayerShape, ModelShape, model_shape
 from strata.operators.trainers.config import ModelConfig
 
-__all__ = ["GraphStats", "LayerCounts", "LayerSizes", "graph_stats", "layer_counts"]
-
-#: Models whose operations the cost model counts.
-COUNTED_MODELS = ("gcn", "sage", "gin", "gat")
+__all__ = [
+    "GraphStats",
+    "LayerCounts",
+    "LayerSizes",
+    "epoch_counts",
+    "graph_stats",
+    "layer_counts",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -197,8 +205,7 @@ class LayerCounts:
 
 def widths(model: ModelConfig, in_channels: int, out_channels: int) -> list[int]:
     """Input width of every layer and the output width: ``d_0 .. d_L``."""
-    hidden = model.hidden * (model.heads if model.name == "gat" else 1)
-    return [in_channels] + [hidden] * (model.num_layers - 1) + [out_channels]
+    return list(model_shape(model, in_channels, out_channels).widths)
 
 
 def layer_counts(
@@ -213,9 +220,15 @@ def layer_counts(
 ) -> list[LayerCounts]:
     """Per-layer operation counts of one pass of ``model``.
 
+    The counts follow each built layer's declaration
+    (:func:`~strata.operators.planning.shapes.model_shape`): its aggregation value,
+    transform, root and update, never the model's name, so a user's
+    MessagePassing layer (``ModelConfig(layer=...)``) is counted as the built-in
+    ones are.
+
     Args:
-        model: the model's config (``gcn``, ``sage`` with a linear aggregator,
-            ``gin``, ``gat``).
+        model: the model's config (a built-in stack or a user's MessagePassing
+            layer).
         in_channels: input features.
         out_channels: output width (classes).
         sizes: the graph of every layer, first layer first.
@@ -225,177 +238,300 @@ def layer_counts(
             partition-parallel layer programs do), instead of the layers' choice;
             no aggregate is reused there.
         steady: count an epoch after the first, in which the single-device
-            layers reuse the first layer's aggregate of an unchanged input
-            (training without dropout, SAGE's evaluation; see
-            :mod:`strata.operators.kernels.reuse`): that SpMM then costs nothing.
+            layers reuse the first layer's aggregate of an unchanged input (see
+            :mod:`strata.operators.kernels.reuse` and :func:`_first_reused`):
+            that SpMM then costs nothing.
 
     Raises:
-        OperatorError: a model the cost model does not count, or a wrong
-            number of layer sizes.
+        OperatorError: a model that is not a stack of MessagePassing layers, or a
+            wrong number of layer sizes.
     """
-    if model.module is not None or model.layer is not None:
-        raise OperatorError.build(
-            "model",
-            "strata plan",
-            f"one of {COUNTED_MODELS}",
-            "a user's module or layer",
-            "the planner counts the built-in layer stacks only",
-        )
-    if model.name not in COUNTED_MODELS:
-        raise OperatorError.build(
-            "model", "strata plan", f"one of {COUNTED_MODELS}", repr(model.name)
-        )
-    if len(sizes) != model.num_layers:
+    shape = _shape(model, in_channels, out_channels, sizes)
+    orders = _orders(shape, sizes, training=training, agg_only=aggregate_first_only)
+    reused = steady and _first_reused(shape, orders, training=training)
+    return _counts(shape, sizes, orders, training=training, reused=reused)
+
+
+def epoch_counts(
+    model: ModelConfig,
+    in_channels: int,
+    out_channels: int,
+    sizes: Sequence[LayerSizes],
+    *,
+    evaluate: bool = True,
+) -> tuple[list[LayerCounts], list[LayerCounts]]:
+    """Counts of a single-device epoch after the first: training, evaluation.
+
+    A training step, then (with ``evaluate``) an evaluation pass over the same
+    graph, as :class:`~strata.operators.trainers.FullGraphTrainer` runs them.
+    The two share the graph's reuse cache (one aggregate per graph and
+    aggregation value, :mod:`strata.operators.kernels.reuse`): the training
+    step leaves the first layer's ``A . x`` there only without dropout (else it
+    leaves ``A . dropout(x)``, which evaluation cannot use), and an evaluation
+    pass whose later layers also aggregate first with an equal aggregation
+    overwrites it before the next training step.
+
+    Raises:
+        OperatorError: as :func:`layer_counts`.
+    """
+    shape = _shape(model, in_channels, out_channels, sizes)
+    train = _orders(shape, sizes, training=True, agg_only=False)
+    evals = _orders(shape, sizes, training=False, agg_only=False)
+    kept = train[0].caches and shape.dropout == 0  # training leaves A . x
+    train_reused = kept and not (evaluate and _evicted(shape, evals))
+    eval_reused = kept and evals[0].caches
+    return (
+        _counts(shape, sizes, train, training=True, reused=train_reused),
+        _counts(shape, sizes, evals, training=False, reused=eval_reused),
+    )
+
+
+def _shape(
+    model: ModelConfig, in_channels: int, out_channels: int, sizes: Sequence[LayerSizes]
+) -> ModelShape:
+    shape = model_shape(model, in_channels, out_channels)
+    if len(sizes) != len(shape.layers):
         raise OperatorError.build(
             "sizes",
             "layer_counts",
-            f"{model.num_layers} layer sizes",
+            f"{len(shape.layers)} layer sizes",
             str(len(sizes)),
         )
-    dims = widths(model, in_channels, out_channels)
-    counts = []
-    for layer, size in enumerate(sizes):
-        last = layer == model.num_layers - 1
-        counts.append(
-            _layer(
-                model,
-                layer,
-                (dims[layer], dims[layer + 1]),
-                size,
-                last=last,
-                training=training,
-                agg_only=aggregate_first_only,
-                steady=steady,
-            )
+    return shape
+
+
+def _orders(
+    shape: ModelShape, sizes: Sequence[LayerSizes], *, training: bool, agg_only: bool
+) -> list[_Order]:
+    return [
+        _order(
+            s,
+            size,
+            x_grad=training and i > 0,  # the first layer's input needs none
+            training=training,
+            agg_only=agg_only,
         )
-    return counts
+        for i, (s, size) in enumerate(zip(shape.layers, sizes, strict=True))
+    ]
 
 
-def _layer(
-    model: ModelConfig,
-    layer: int,
-    dims: tuple[int, int],
-    size: LayerSizes,
+def _counts(
+    shape: ModelShape,
+    sizes: Sequence[LayerSizes],
+    orders: Sequence[_Order],
     *,
-    last: bool,
     training: bool,
-    agg_only: bool,
-    steady: bool,
-) -> LayerCounts:
-    d_in, d_out = dims
-    # The single-device forward reuses A.x of a first-layer input that needs no
-    # gradient (kernels.reuse): it aggregates first in training whatever the
-    # widths, and an input that is the same tensor every epoch is aggregated
-    # once: in training when dropout is 0 (counter dropout then returns its
-    # input); in evaluation only where the layer's finish leaves the cached
-    # aggregate untouched (SAGE; GCN and GIN update it in place, so its version
-    # changes and the cache misses: what the layers were measured to do, see
-    # tests/operators/test_planning.py).
-    constant = layer == 0 and not agg_only and model.name != "gat"
-    unchanged = constant and (
-        (training and model.dropout == 0) or (not training and model.name == "sage")
-    )
-    x_grad = training and layer > 0  # the first layer's input needs no gradient
-    n_src, n_dst, edges = size.num_src, size.num_dst, size.num_edges
-    dropout = n_src * d_in if training and model.dropout > 0 else 0
-    act = 0 if last else n_dst * d_out
-    name = model.name
-    if name in ("gcn", "sage"):
-        if name == "gcn":  # existing loops replaced by one per destination
-            edges = edges - size.self_loops + n_dst
+    reused: bool,
+) -> list[LayerCounts]:
+    last = len(shape.layers) - 1
+    return [
+        _layer(
+            s,
+            size,
+            order,
+            last=i == last,
+            training=training,
+            dropout_p=shape.dropout,
+            reused=reused and i == 0,
+        )
+        for i, (s, size, order) in enumerate(
+            zip(shape.layers, sizes, orders, strict=True)
+        )
+    ]
+
+
+@dataclass(frozen=True, slots=True)
+class _Order:
+    """How the single-device forward runs one layer (MessagePassing._propagate).
+
+    Attributes:
+        first: it aggregates, then projects.
+        x_grad: its input needs a gradient (not the first layer's).
+        message_grad: its messages need one (the input's, or the message's
+            parameters).
+        caches: it keeps its aggregate on the graph (kernels.reuse): its input
+            needs no gradient, it sends its features, and it aggregates first.
+    """
+
+    first: bool
+    x_grad: bool
+    message_grad: bool
+    caches: bool
+
+
+def _edges(s: LayerShape, size: LayerSizes) -> int:
+    """Edges aggregated over: existing loops replaced by one per destination."""
+    if s.self_loops:
+        return size.num_edges - size.self_loops + size.num_dst
+    return size.num_edges
+
+
+def _order(
+    s: LayerShape, size: LayerSizes, *, x_grad: bool, training: bool, agg_only: bool
+) -> _Order:
+    message_grad = training and (x_grad or s.message_params)
+    # an input needing no gradient, sent unchanged, is aggregated through the
+    # reuse cache (the first layer's in training; every layer's in evaluation)
+    constant = not agg_only and s.sends_features and not s.attention and not x_grad
+    if s.attention:  # projects, then attends
+        first = False
+    elif s.transform is not None and s.aggregation.linear:
         first = (
             agg_only
             or (constant and training)
             or aggregate_first(
-                num_src=n_src,
-                num_dst=n_dst,
-                num_edges=edges,
-                in_width=d_in,
-                out_width=d_out,
-                x_requires_grad=x_grad,
+                num_src=size.num_src,
+                num_dst=size.num_dst,
+                num_edges=_edges(s, size),
+                in_width=s.transform[0],
+                out_width=s.transform[1],
+                x_requires_grad=message_grad,
                 training=training,
             )
         )
-        width = d_in if first else d_out
-        spmm_edges = 0 if (first and unchanged and steady) else edges
-        rows = n_dst if first else n_src
-        linear = [(rows, d_in, d_out)]
-        backward = [1 + int(x_grad)] if training else [0]
-        if name == "sage":  # the root term W_r x_i over the destinations
-            linear.append((n_dst, d_in, d_out))
-            backward.append(1 + int(x_grad) if training else 0)
-        spmm_backward = training and (x_grad or not first)
-        elementwise = n_dst * d_out + act  # bias, activation
-        if name == "sage":  # mean's 1/deg scale and the root sum
-            elementwise += n_dst * width + n_dst * d_out
-        kept = (n_dst * d_in if first else n_src * d_out) + n_dst * d_out
-        kept += n_src * d_in if x_grad else 0
-        outputs = [dropout, n_dst * width, *(r * o for r, _, o in linear)]
-        outputs += [n_dst * d_out, act]
+    else:  # no transform, or a non-linear aggregation: aggregate the messages
+        first = True
+    return _Order(first, x_grad, message_grad, constant and first)
+
+
+def _first_reused(
+    shape: ModelShape, orders: Sequence[_Order], *, training: bool
+) -> bool:
+    """Whether the first layer's aggregate is served from the cache next pass.
+
+    For repeated passes of one kind (see :func:`epoch_counts` for a training
+    step and an evaluation pass in turn). In training only the first layer's
+    input needs no gradient; it is the same tensor every epoch when dropout is 0
+    (counter dropout then returns its input). In evaluation every layer's input
+    needs none, so a later layer that aggregates first with an equal
+    aggregation value overwrites the first layer's entry (what the layers were
+    measured to do, see tests/operators/test_planning.py).
+    """
+    if not orders[0].caches:
+        return False
+    if training:
+        return shape.dropout == 0
+    return not _evicted(shape, orders)
+
+
+def _evicted(shape: ModelShape, orders: Sequence[_Order]) -> bool:
+    """A later layer caches its aggregate under the first layer's key."""
+    first = shape.layers[0].aggregation
+    return any(
+        order.caches and s.aggregation == first
+        for s, order in zip(shape.layers[1:], orders[1:], strict=True)
+    )
+
+
+def _layer(
+    s: LayerShape,
+    size: LayerSizes,
+    order: _Order,
+    *,
+    last: bool,
+    training: bool,
+    dropout_p: float,
+    reused: bool,
+) -> LayerCounts:
+    d_in, d_out = s.in_width, s.out_width
+    n_src, n_dst = size.num_src, size.num_dst
+    edges = _edges(s, size)
+    x_grad, m_grad = order.x_grad, order.message_grad
+
+    def backward(input_grad: bool) -> int:
+        """Backward products of one forward product: the weight's, the input's."""
+        return 1 + int(input_grad) if training else 0
+
+    dropout = n_src * d_in if training and dropout_p > 0 else 0
+    act = 0 if last else n_dst * d_out
+    message = [(n_src, i, o) for i, o in s.message]
+    root = [(n_dst, i, o) for i, o in s.root]
+    update = [(n_dst, i, o) for i, o in s.update]
+    # the update's first product reads the aggregate (and the root term); an
+    # MLP's later products read the previous one's output
+    h_grad = m_grad or s.transform is not None
+    r_grad = training and s.has_root and (x_grad or s.root_params)
+    update_backward = [backward(h_grad or r_grad)] + [backward(True)] * len(update)
+    side = (
+        [*root, *update, *message],
+        [backward(x_grad)] * len(root)
+        + update_backward[: len(update)]
+        + [backward(x_grad)] * len(message),
+    )
+    outs = sum(o for _, _, o in update)
+    inner = outs - (update[-1][2] if update else 0)  # activations between them
+    mean = n_dst if isinstance(s.aggregation, Mean) else 0  # the 1/deg scale
+    if s.attention:  # project, then attention-weighted SpMM over every head
+        width, heads = s.message_width, s.heads
+        kept = n_src * width + 3 * edges * heads + n_dst * width
         return LayerCounts(
             d_in,
             d_out,
-            first,
-            spmm_edges,
+            False,
+            edges,
             width,
-            spmm_backward,
-            tuple(linear),
-            tuple(backward),
+            training,
+            tuple(side[0]),
+            tuple(side[1]),
             dropout,
-            elementwise,
-            0,
+            n_dst * width + act,
+            6 * edges * heads,  # scores, leaky ReLU, softmax, dropout
             kept if training else 0,
             x_grad,
-            tuple(o for o in outputs if o),
+            tuple(o for o in (dropout, n_src * width, n_dst * width, act) if o),
             n_src,
         )
-    if name == "gin":  # sum first, then Linear -> ReLU -> Linear
-        mlp = ((n_dst, d_in, d_out), (n_dst, d_out, d_out))
-        reused = unchanged and steady
-        # the trainable eps makes the MLP's input need a gradient in every layer
-        mlp_backward = (2, 2) if training else (0, 0)
-        kept = n_dst * d_in + 3 * n_dst * d_out + (n_src * d_in if x_grad else 0)
+    if s.transform is None:  # aggregate, then the update (GIN's MLP)
+        width = s.message_width
+        kept = n_dst * width + n_dst * (outs + inner) + (n_src * d_in if x_grad else 0)
+        elementwise = n_dst * width * int(s.has_root) + mean * width
         return LayerCounts(
             d_in,
             d_out,
             True,
             0 if reused else edges,
-            d_in,
-            x_grad,
-            mlp,
-            mlp_backward,
+            width,
+            m_grad,
+            tuple(side[0]),
+            tuple(side[1]),
             dropout,
-            n_dst * (3 * d_out + d_in) + act,
+            elementwise + n_dst * (outs + inner) + act,
             0,
             kept if training else 0,
             x_grad,
             tuple(
-                o for o in (dropout, n_dst * d_in, n_dst * d_out, n_dst * d_out) if o
+                o for o in (dropout, n_dst * width, *(r * o for r, _, o in update)) if o
             ),
             n_src,
         )
-    # gat: project, then attention-weighted SpMM over every head
-    heads = model.heads if not last else model.output_heads
-    width = d_out if not last else d_out * heads
-    edges = edges - size.self_loops + n_dst
-    project = ((n_src, d_in, width),)
-    project_backward = (1 + int(x_grad),) if training else (0,)
-    edge_elements = 6 * edges * heads  # scores, leaky ReLU, softmax, dropout
-    kept = n_src * width + 3 * edges * heads + n_dst * width
+    w_in, w_out = s.transform
+    first = order.first
+    width = w_in if first else w_out
+    rows = n_dst if first else n_src
+    linear = [(rows, w_in, w_out), *side[0]]
+    linear_backward = [backward(m_grad), *side[1]]
+    # bias, activation, mean's scale, the root sum, the update's own passes
+    elementwise = n_dst * w_out + act + mean * width + n_dst * d_out * int(s.has_root)
+    elementwise += n_dst * (outs + inner)
+    kept = (n_dst * w_in if first else n_src * w_out) + n_dst * d_out
+    kept += n_src * d_in if x_grad else 0
+    kept += n_dst * (outs + inner) + sum(r * o for r, _, o in message)
+    outputs = [dropout, n_dst * width, *(r * o for r, _, o in linear)]
+    outputs += [n_dst * d_out, act]
     return LayerCounts(
         d_in,
         d_out,
-        False,
-        edges,
+        first,
+        0 if (first and reused) else edges,
         width,
-        training,
-        project,
-        project_backward,
+        training and (m_grad or not first),
+        tuple(linear),
+        tuple(linear_backward),
         dropout,
-        n_dst * width + act,
-        edge_elements,
+        elementwise,
+        0,
         kept if training else 0,
         x_grad,
-        tuple(o for o in (dropout, n_src * width, n_dst * width, act) if o),
+        tuple(o for o in outputs if o),
         n_src,
     )

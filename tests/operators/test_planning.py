@@ -22,6 +22,8 @@ from strata.engine.job import job_config, load_job
 from strata.operators.cli.main import main
 from strata.operators.errors import OperatorError
 from strata.operators.kernels import as_device_graph
+from strata.operators.layers import MessagePassing
+from strata.operators.layers.message_passing import Mean, Sum
 from strata.operators.planning import (
     Candidate,
     JobKind,
@@ -29,6 +31,7 @@ from strata.operators.planning import (
     PlanKind,
     PlannerConfig,
     Prediction,
+    epoch_counts,
     layer_counts,
     plan_training,
 )
@@ -40,6 +43,7 @@ from strata.operators.planning.calibration import (
     machine_key,
 )
 from strata.operators.planning.planner import choose
+from strata.operators.planning.shapes import model_shape
 from strata.operators.trainers import ModelConfig, TrainConfig
 from strata.operators.trainers.dropout import counter_dropout
 from strata.storage import CSRGraph, load_planetoid
@@ -242,9 +246,147 @@ def test_gang_programs_aggregate_first() -> None:
     assert counts[0].spmm_width == 100
 
 
-def test_user_modules_are_refused() -> None:
+class GatedSum(MessagePassing):
+    """A user's layer nothing in strata knows: a gated sum with a root term."""
+
+    aggregation = Sum()
+
+    def __init__(self, in_channels: int, out_channels: int) -> None:
+        super().__init__()
+        self.gate = torch.nn.Linear(in_channels, 1)
+        self.lin = torch.nn.Linear(in_channels, out_channels)
+        self.lin_root = torch.nn.Linear(in_channels, out_channels, bias=False)
+
+    def message(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.sigmoid(self.gate(x)) * x
+
+    def transform(self) -> tuple[torch.Tensor, torch.Tensor | None]:
+        return self.lin.weight, self.lin.bias
+
+    def root(self, x: torch.Tensor) -> torch.Tensor:
+        return self.lin_root(x)
+
+
+class MeanMLP(MessagePassing):
+    """A user's layer without a transform: ``mlp(mean_j x_j + x_i)``."""
+
+    aggregation = Mean()
+
+    def __init__(self, in_channels: int, out_channels: int) -> None:
+        super().__init__()
+        self.mlp = torch.nn.Sequential(
+            torch.nn.Linear(in_channels, 2 * out_channels),
+            torch.nn.ReLU(),
+            torch.nn.Linear(2 * out_channels, out_channels),
+        )
+
+    def root(self, x: torch.Tensor) -> torch.Tensor:
+        return x
+
+    def update(self, h: torch.Tensor, root: torch.Tensor | None) -> torch.Tensor:
+        return self.mlp(h if root is None else h + root)
+
+
+@pytest.mark.parametrize("train", [True, False])
+@pytest.mark.parametrize("dropout", [0.0, 0.5])
+@pytest.mark.parametrize(
+    ("name", "hidden", "features", "layers"),
+    [
+        ("gated", 16, 40, 2),  # a user's layer, narrowing
+        ("gated", 64, 8, 3),  # widening
+        ("mean-mlp", 8, 6, 2),  # a user's layer without a transform
+        ("gcn", 64, 8, 2),  # evaluation reuses layer 1's A.x (no later evicts it)
+        ("sage", 16, 12, 3),  # evaluation: layer 2 evicts layer 1's A.x
+    ],
+)
+def test_user_layers_are_counted_as_they_execute(
+    monkeypatch: pytest.MonkeyPatch,
+    name: str,
+    hidden: int,
+    features: int,
+    layers: int,
+    dropout: float,
+    train: bool,
+) -> None:
+    user = {"gated": GatedSum, "mean-mlp": MeanMLP}.get(name)
+    model = ModelConfig(
+        name, hidden=hidden, num_layers=layers, dropout=dropout, layer=user
+    )
+    graph = small_graph()
+    classes = 5
+    count = KernelCount(monkeypatch)
+    run_model(model, graph, features, classes, train, count)
+    n = graph.num_nodes
+    loops = int(np.count_nonzero(graph.to_coo()[0] == graph.indices))
+    sizes = [LayerSizes(n, n, graph.num_edges, loops)] * layers
+    counts = layer_counts(model, features, classes, sizes, training=train)
+    assert sum(c.spmm_products for c in counts) == count.forward
+    backward = sum(c.spmm_products for c in counts if c.spmm_backward)
+    assert backward == (count.backward if train else 0)
+    macs = sum(c.macs + (c.backward_macs if train else 0) for c in counts)
+    assert macs == count.macs
+
+
+@pytest.mark.parametrize("dropout", [0.0, 0.5])
+@pytest.mark.parametrize(
+    ("name", "hidden", "features"),
+    [("gcn", 64, 8), ("sage", 16, 12), ("gin", 8, 6), ("gated", 16, 40)],
+)
+def test_an_epoch_of_training_and_evaluation_is_counted_as_it_executes(
+    monkeypatch: pytest.MonkeyPatch,
+    name: str,
+    hidden: int,
+    features: int,
+    dropout: float,
+) -> None:
+    # a training step, then an evaluation pass, sharing the graph's reuse cache
+    user = GatedSum if name == "gated" else None
+    model = ModelConfig(name, hidden=hidden, dropout=dropout, layer=user)
+    graph = small_graph()
+    count = KernelCount(monkeypatch)
+    torch.manual_seed(0)
+    built = model.build(features, 5)
+    x = torch.randn(graph.num_nodes, features)
+    ids = torch.arange(graph.num_nodes)
+    device_graph = as_device_graph(graph, torch.device("cpu"))
+    spmm = []
+    for epoch in range(3):
+        before = count.forward
+        with count if epoch == 2 else contextlib.nullcontext():
+            built.train()
+            h = x
+            for i, conv in enumerate(built.convs):
+                h = counter_dropout(h, ids, p=dropout, seed=0, epoch=epoch, layer=i)
+                h = conv(device_graph, h)
+                h = built.act(h) if i < len(built.convs) - 1 else h
+            h.sum().backward()
+            spmm.append(count.forward - before)
+            built.eval()
+            with torch.no_grad():
+                built(device_graph, x)
+            spmm.append(count.forward - before - spmm[-1])
+    n = graph.num_nodes
+    loops = int(np.count_nonzero(graph.to_coo()[0] == graph.indices))
+    sizes = [LayerSizes(n, n, graph.num_edges, loops)] * 2
+    train, evals = epoch_counts(model, features, 5, sizes)
+    assert sum(c.spmm_products for c in train) == spmm[-2]
+    assert sum(c.spmm_products for c in evals) == spmm[-1]
+
+
+def test_user_layer_shape_comes_from_its_definition() -> None:
+    model = ModelConfig("gated", hidden=16, layer=GatedSum)
+    (first, second) = model_shape(model, 40, 5).layers
+    assert (first.in_width, first.out_width, second.out_width) == (40, 16, 5)
+    assert first.transform == (40, 16)
+    assert first.root == ((40, 16),)
+    assert first.message == ((40, 1),)
+    assert first.message_params
+    assert not first.sends_features  # the gate: no reuse of A.x
+
+
+def test_user_modules_that_are_not_layer_stacks_are_refused() -> None:
     model = ModelConfig("mine", module=lambda i, o: torch.nn.Linear(i, o))
-    with pytest.raises(OperatorError, match="built-in layer stacks"):
+    with pytest.raises(OperatorError, match="stack of MessagePassing layers"):
         layer_counts(model, 4, 2, [LayerSizes(3, 3, 3)] * 2)
 
 
@@ -375,6 +517,7 @@ def test_strata_plan_refuses_a_budget_nothing_fits(
         "strata.operators.planning.candidates",
         "strata.operators.planning.cost_model",
         "strata.operators.planning.workload",
+        "strata.operators.planning.shapes",
         "strata.operators.planning.auto",
     ],
 )
