@@ -119,8 +119,12 @@ def _figure(value: float, spread: tuple[float, float] | None) -> str:
     return text
 
 
-def markdown(rows: list[Row]) -> str:
-    """The results table: one line per figure, with its command."""
+def markdown(rows: list[Row], *, notes: bool = True) -> str:
+    """The results table: one line per figure, with its command.
+
+    ``notes=False`` leaves out each row's note and the bracketed detail of its
+    work (the README's compact form; RESULTS.md keeps them).
+    """
     lines = [
         "| topic | work | metric | Strata median [min, max] | peer | peer median "
         "[min, max] | ratio | target | met | command |",
@@ -129,7 +133,9 @@ def markdown(rows: list[Row]) -> str:
     for r in rows:
         cells = [
             r.topic,
-            r.work + (f" ({r.note})" if r.note else ""),
+            r.work + (f" ({r.note})" if r.note else "")
+            if notes
+            else _short(r.work, 90),
             r.metric,
             _figure(r.strata, r.strata_spread),
             r.peer,
@@ -231,7 +237,7 @@ def main(argv: list[str] | None = None) -> int:
     (args.results / "RESULTS.md").write_text(table)
     chart(rows, args.results / "ratios.png")
     if args.readme is not None:
-        replace_section(args.readme, table)
+        replace_section(args.readme, markdown(rows, notes=False))
     met = sum(r.met for r in rows)
     print(f"{len(rows)} figures, {met} targets met -> {args.results / 'RESULTS.md'}")
     return 0

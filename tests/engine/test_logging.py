@@ -73,9 +73,20 @@ def _cora(*extra: str) -> list[str]:
     return [*STRATA, "run", "jobs/cora_gcn.py", "--set", "patience=0", *extra]
 
 
+def _default_sigint() -> None:
+    # A shell without job control starts background commands with SIGINT ignored,
+    # and Python then keeps it ignored; the Ctrl-C test needs the default.
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _start(argv: list[str]) -> subprocess.Popen[str]:
     return subprocess.Popen(
-        argv, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+        argv,
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        preexec_fn=_default_sigint,
     )
 
 
