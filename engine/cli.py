@@ -80,7 +80,7 @@ class RunCommand:
 
     def configure(self, parser: argparse.ArgumentParser) -> None:
         """Add ``JOB``, ``--executor``, ``--set``, ``--report`` and checkpoints."""
-        _add_job_arguments(parser)
+        add_job_arguments(parser)
         parser.add_argument(
             "--executor",
             choices=sorted(EXECUTORS),
@@ -205,7 +205,7 @@ class DescribeCommand:
 
     def configure(self, parser: argparse.ArgumentParser) -> None:
         """Add ``JOB``, ``--set`` and ``--mermaid``."""
-        _add_job_arguments(parser)
+        add_job_arguments(parser)
         parser.add_argument("--mermaid", action="store_true", help="print Mermaid")
 
     def run(self, args: argparse.Namespace) -> int:
@@ -413,7 +413,12 @@ def _stopped(
     return _write_report(args, report)
 
 
-def _add_job_arguments(parser: argparse.ArgumentParser) -> None:
+def add_job_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add ``JOB``, ``--set KEY=VALUE`` and a ``--help`` that lists JOB's parameters.
+
+    For every command that takes a job (``run``, ``describe``, ``plan``); such a
+    command sets ``add_help = False`` so that this ``--help`` replaces argparse's.
+    """
     parser.add_argument(
         "-h",
         "--help",

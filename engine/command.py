@@ -63,12 +63,17 @@ class LazyCommand:
         help: One line for ``strata --help``.
         target: ``"package.module:ClassName"`` of the real command (built with no
             arguments).
+        add_help: ``False`` when the real command adds its own ``--help`` (a job
+            command's lists the job's parameters).
     """
 
-    def __init__(self, name: str, help: str, target: str) -> None:
+    def __init__(
+        self, name: str, help: str, target: str, *, add_help: bool = True
+    ) -> None:
         self.name = name
         self.help = help
         self.target = target
+        self.add_help = add_help
         self._command: Command | None = None
 
     def configure(self, parser: argparse.ArgumentParser) -> None:

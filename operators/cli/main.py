@@ -47,6 +47,7 @@ COMMANDS: list[Command] = [
         "plan",
         "predict each training plan's epoch time and memory, and pick one",
         "strata.operators.cli.plan:PlanCommand",
+        add_help=False,  # its --help lists the job's parameters too
     ),
     LazyCommand(
         "plot",

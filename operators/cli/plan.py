@@ -33,7 +33,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from strata.engine.cli import EXIT_FAILED, EXIT_OK, EXIT_USAGE
+from strata.engine.cli import EXIT_FAILED, EXIT_OK, EXIT_USAGE, add_job_arguments
 
 __all__ = ["PlanCommand"]
 
@@ -44,19 +44,12 @@ class PlanCommand:
     """``strata plan JOB [--set k=v] [--memory-budget B] [--measure]``."""
 
     name = "plan"
+    add_help = False  # its -h/--help also lists JOB's parameters
     help = "predict each training plan's epoch time and memory, and pick one"
 
     def configure(self, parser: argparse.ArgumentParser) -> None:
         """Add the job, its overrides and the planner's options."""
-        parser.add_argument("job", help="a training job file or module")
-        parser.add_argument(
-            "--set",
-            dest="overrides",
-            action="append",
-            default=[],
-            metavar="KEY=VALUE",
-            help="override a job parameter, as strata run (repeatable)",
-        )
+        add_job_arguments(parser)
         parser.add_argument(
             "--memory-budget",
             metavar="BYTES",
