@@ -161,12 +161,13 @@ def _target_advantage(row: Row) -> float | None:
 
 
 def _short(text: str, width: int) -> str:
-    text = text.split(" (")[0]
+    text = re.sub(r"\s*\([^()]*\)", "", text)  # drop the bracketed detail
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
 def _label(row: Row) -> str:
-    return f"{_short(row.work, 58)}\nvs {_short(row.peer, 40)}"
+    cpu = ", CPU time" if row.metric.startswith("CPU") else ""
+    return f"{_short(row.work, 58)}{cpu}\nvs {_short(row.peer, 40)}"
 
 
 def _colour(row: Row) -> str:
@@ -184,7 +185,11 @@ def chart(rows: list[Row], out: Path) -> None:
     import matplotlib.pyplot as plt
     import matplotlib.ticker
 
-    shown = [r for r in rows if r.better != "band" and r.strata > 0 and r.peer_value]
+    shown = [
+        r
+        for r in rows
+        if r.better != "band" and ".." not in r.target and r.strata > 0 and r.peer_value
+    ]
     if not shown:
         return
     fig, ax = plt.subplots(figsize=(11, 0.6 * len(shown) + 1.4))
