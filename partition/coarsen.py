@@ -418,6 +418,40 @@ def coarse_map(match: np.ndarray) -> tuple[np.ndarray, int]:
 
 
 @njit(cache=True)
+def _merge_edges(
+    x: int,
+    c: int,
+    xadj: np.ndarray,
+    adjncy: np.ndarray,
+    adjwgt: np.ndarray,
+    cmap: np.ndarray,
+    slot: np.ndarray,
+    buf_adj: np.ndarray,
+    buf_wgt: np.ndarray,
+    nedges: int,
+) -> int:
+    """Add fine vertex ``x``'s edges to coarse row ``c`` (from ``buf[start:]``).
+
+    Parallel edges merge through ``slot`` (coarse id -> position in the row, -1
+    when absent); edges inside ``c`` vanish. Returns the new end of the buffer.
+    Shared by :func:`contract` (pairs) and the cluster contraction.
+    """
+    for e in range(xadj[x], xadj[x + 1]):
+        t = cmap[adjncy[e]]
+        if t == c:
+            continue
+        s = slot[t]
+        if s < 0:
+            slot[t] = nedges
+            buf_adj[nedges] = t
+            buf_wgt[nedges] = adjwgt[e]
+            nedges += 1
+        else:
+            buf_wgt[s] += adjwgt[e]
+    return nedges
+
+
+@njit(cache=True)
 def contract(
     xadj: np.ndarray,
     adjncy: np.ndarray,
@@ -452,18 +486,9 @@ def contract(
         if two:
             cvwgt2[c] = vwgt2[v] if u == v else vwgt2[v] + vwgt2[u]
         for x in (v, u):
-            for e in range(xadj[x], xadj[x + 1]):
-                t = cmap[adjncy[e]]
-                if t == c:
-                    continue
-                s = slot[t]
-                if s < 0:
-                    slot[t] = nedges
-                    buf_adj[nedges] = t
-                    buf_wgt[nedges] = adjwgt[e]
-                    nedges += 1
-                else:
-                    buf_wgt[s] += adjwgt[e]
+            nedges = _merge_edges(
+                x, c, xadj, adjncy, adjwgt, cmap, slot, buf_adj, buf_wgt, nedges
+            )
             if u == v:
                 break
         for e in range(start, nedges):
@@ -590,18 +615,9 @@ def contract_clusters(
             cvwgt[c] += vwgt[x]
             if two:
                 cvwgt2[c] += vwgt2[x]
-            for e in range(xadj[x], xadj[x + 1]):
-                t = cmap[adjncy[e]]
-                if t == c:
-                    continue
-                s = slot[t]
-                if s < 0:
-                    slot[t] = nedges
-                    buf_adj[nedges] = t
-                    buf_wgt[nedges] = adjwgt[e]
-                    nedges += 1
-                else:
-                    buf_wgt[s] += adjwgt[e]
+            nedges = _merge_edges(
+                x, c, xadj, adjncy, adjwgt, cmap, slot, buf_adj, buf_wgt, nedges
+            )
         for e in range(start, nedges):
             slot[buf_adj[e]] = -1
         cxadj[c + 1] = nedges
