@@ -41,6 +41,9 @@ from strata.operators.layers.gin_conv import GINConv
 from strata.operators.layers.sage_conv import SAGEConv
 from strata.operators.samplers.block import Block
 
+#: ``dropout(x, layer)``: a dropout applied to layer ``layer``'s input rows.
+LayerDropout = Callable[[torch.Tensor, int], torch.Tensor]
+
 
 class BasicGNN(nn.Module):
     """A stack of convolutions; subclasses say how to build one layer.
@@ -96,8 +99,22 @@ class BasicGNN(nn.Module):
         for conv in self.convs:
             conv.reset_parameters()  # type: ignore[operator]
 
-    def forward(self, graph: Graph | Sequence[Block], x: torch.Tensor) -> torch.Tensor:
+    def forward(
+        self,
+        graph: Graph | Sequence[Block],
+        x: torch.Tensor,
+        *,
+        dropout: LayerDropout | None = None,
+    ) -> torch.Tensor:
         """Run the stack over one graph or over one block per layer.
+
+        Args:
+            graph: one graph for every layer, or one block per layer.
+            x: the input rows.
+            dropout: ``dropout(x, layer)`` in place of ``F.dropout`` before every
+                layer (a trainer's counter-based masks, which make a row's mask a
+                function of its global id, so every worker count draws the same);
+                ``None`` uses ``F.dropout`` with ``self.dropout``.
 
         Raises:
             OperatorError: if a list of blocks does not have one block per layer,
@@ -105,7 +122,10 @@ class BasicGNN(nn.Module):
         """
         graphs = self._per_layer(graph)
         for i, (conv, g) in enumerate(zip(self.convs, graphs, strict=True)):
-            x = F.dropout(x, p=self.dropout, training=self.training)
+            if dropout is None:
+                x = F.dropout(x, p=self.dropout, training=self.training)
+            else:
+                x = dropout(x, i)
             x = conv(g, x)
             if i < self.num_layers - 1:
                 # A layer's output is a fresh tensor no backward pass reads, so

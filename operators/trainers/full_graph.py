@@ -89,20 +89,13 @@ class FullGraphTrainer(Trainer):
         """
         if not isinstance(model, BasicGNN):
             return model(self._graph, self._x)
-        x = self._x
-        for i, conv in enumerate(model.convs):
-            x = counter_dropout(
-                x,
-                self._node_ids,
-                p=model.dropout,
-                seed=self.config.seed,
-                epoch=epoch,
-                layer=i,
-            )
-            x = conv(self._graph, x)
-            if i < model.num_layers - 1:
-                x = model.act(x)
-        return x
+        seed, ids, p = self.config.seed, self._node_ids, model.dropout
+
+        def dropout(x: torch.Tensor, layer: int) -> torch.Tensor:
+            return counter_dropout(x, ids, p=p, seed=seed, epoch=epoch, layer=layer)
+
+        out: torch.Tensor = model(self._graph, self._x, dropout=dropout)
+        return out
 
     @torch.no_grad()
     def evaluate(

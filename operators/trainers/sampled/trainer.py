@@ -100,7 +100,8 @@ class SamplingConfig:
             layer, ``-1`` for every in-neighbour.
         batch_size: seed nodes per batch (the last batch may be smaller).
         replace: sample with replacement.
-        prefetch: batches the background thread may prepare ahead (queue depth).
+        prefetch: batches the background thread may prepare ahead (queue depth);
+            0 prepares each batch in the training thread when it is needed.
         eval_mode: layer-wise full-neighbour or sampled evaluation.
         eval_batch_size: destination nodes per block during evaluation.
     """
@@ -123,10 +124,17 @@ class SamplingConfig:
             raise OperatorError.build(
                 "eval_mode", where, f"one of {choices}", repr(self.eval_mode)
             ) from None
-        for name in ("batch_size", "prefetch", "eval_batch_size"):
+        for name in ("batch_size", "eval_batch_size"):
             value = getattr(self, name)
             if value < 1:
                 raise OperatorError.build(name, where, f"{name} >= 1", str(value))
+        if self.prefetch < 0:
+            raise OperatorError.build(
+                "prefetch",
+                where,
+                "prefetch >= 0 (0: no background thread)",
+                str(self.prefetch),
+            )
 
 
 class Batch(NamedTuple):
