@@ -19,6 +19,7 @@ name                        what it is
 :class:`GangContext`        what the function gets: rank, device, collectives,
                             ``heartbeat``, ``metrics``, seeds
 :func:`gang_step`           a gang as a pipeline step (both executors)
+:func:`local_gang`          one rank in this process (no process started)
 :class:`SharedTensors`      large inputs / output buffers in shared memory
 :class:`GradientAllReducer` gradient sum/mean, optionally bf16/fp16 with error
                             feedback
@@ -73,6 +74,7 @@ from strata.engine.gang.allreduce import (
 from strata.engine.gang.context import GangContext, ReduceOp, rank_seed, seed_everything
 from strata.engine.gang.errors import FailureKind, GangError, WorkerFailure
 from strata.engine.gang.launcher import run_gang, run_gang_report
+from strata.engine.gang.local import local_gang
 from strata.engine.gang.metrics import WorkerMetrics
 from strata.engine.gang.report import GangReport, WorkerReport
 from strata.engine.gang.shared import SharedTensors
@@ -96,6 +98,7 @@ __all__ = [
     "WorkerReport",
     "broadcast_module",
     "gang_step",
+    "local_gang",
     "rank_seed",
     "run_gang",
     "run_gang_report",

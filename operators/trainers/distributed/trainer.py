@@ -59,7 +59,13 @@ import numpy as np
 import torch
 
 from strata.engine import Emit, Operator, StepContext
-from strata.engine.gang import GangContext, GangSpec, SharedTensors, gang_step
+from strata.engine.gang import (
+    GangContext,
+    GangSpec,
+    SharedTensors,
+    gang_step,
+    local_gang,
+)
 from strata.operators.errors import OperatorError, check
 from strata.operators.layers import BasicGNN
 from strata.operators.trainers.config import TrainConfig
@@ -453,29 +459,6 @@ def _share(
     return shared
 
 
-@contextlib.contextmanager
-def _one_rank(seed: int) -> Iterator[GangContext]:
+def _one_rank(seed: int) -> contextlib.AbstractContextManager[GangContext]:
     """A one-rank gloo group in this process, and its context."""
-    import torch.distributed as dist
-
-    if dist.is_initialized():
-        raise OperatorError.build(
-            "torch.distributed",
-            "DistributedTrainer.fit_local",
-            "no process group in this process",
-            "one already initialised",
-            "run fit_local outside a gang worker",
-        )
-    store = dist.HashStore()  # type: ignore[attr-defined]
-    dist.init_process_group("gloo", store=store, rank=0, world_size=1)
-    try:
-        yield GangContext(
-            rank=0,
-            world_size=1,
-            device=torch.device("cpu"),
-            backend="gloo",
-            base_seed=seed,
-            name="local",
-        )
-    finally:
-        dist.destroy_process_group()
+    return local_gang(seed, name="DistributedTrainer.fit_local")
