@@ -31,7 +31,7 @@ from typing import Any, Generic, TypeVar
 
 import numpy as np
 
-from strata.operators.samplers.rng import hash3
+from strata.operators.samplers.schedule import epoch_order as _epoch_order
 
 T = TypeVar("T")
 _POLL_S = 0.1
@@ -42,11 +42,10 @@ def epoch_order(ids: np.ndarray, seed: int, epoch: int, rank: int = 0) -> np.nda
 
     The permutation comes from ``np.random.Generator(Philox(key=h(seed, epoch,
     rank)))``, the keyed schedule of ``systems/rapidgnn.md`` §3.2: any epoch's order
-    can be computed alone, in any order, on any worker.
+    can be computed alone, in any order, on any worker. One definition, in
+    :func:`strata.operators.samplers.schedule.epoch_order`.
     """
-    key = int(hash3(np.uint64(seed), np.uint64(epoch), np.uint64(rank)))
-    rng = np.random.Generator(np.random.Philox(key=key))
-    return rng.permutation(ids)
+    return _epoch_order(ids, seed, epoch, rank)
 
 
 class _Failure:
