@@ -46,7 +46,7 @@ Example (inside a gang worker; starts no process itself)::
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:
     import torch
@@ -79,6 +79,10 @@ class GradientAllReducer:
             (each rank's loss is already a share of the global loss).
         compression: ``None`` (fp32), ``"bf16"`` or ``"fp16"``.
         error_feedback: Feed rounding errors back (only with compression).
+        group: The ``torch.distributed`` process group to reduce over (every
+            member must call); ``None`` (the default) is the whole gang. A
+            subgroup lets some ranks (trainers) all-reduce while others (sampler
+            workers) never join a collective.
 
     Attributes:
         payload_bytes: Bytes this rank has sent to its peers so far: modelled
@@ -94,6 +98,7 @@ class GradientAllReducer:
         op: Literal["sum", "mean"] = "mean",
         compression: Compression | None = None,
         error_feedback: bool = True,
+        group: Any = None,
     ) -> None:
         import torch
 
@@ -109,6 +114,7 @@ class GradientAllReducer:
         self.op = op
         self.compression = compression
         self.error_feedback = error_feedback and compression is not None
+        self.group = group
         self.payload_bytes = 0
         self._numel: int | None = None
         self._worker_residual: torch.Tensor | None = None
@@ -161,7 +167,7 @@ class GradientAllReducer:
             return torch.zeros(n), torch.zeros(n)  # no compression, or no call yet
         import torch.distributed as dist
 
-        world, rank = dist.get_world_size(), dist.get_rank()
+        world, rank = dist.get_world_size(self.group), dist.get_rank(self.group)
         server = torch.zeros_like(self._worker_residual)
         shard = server.numel() // world
         server[rank * shard : (rank + 1) * shard] = self._server_residual
@@ -170,8 +176,8 @@ class GradientAllReducer:
     def _exact(self, flat: torch.Tensor) -> torch.Tensor:
         import torch.distributed as dist
 
-        world = dist.get_world_size()
-        dist.all_reduce(flat, op=dist.ReduceOp.SUM)
+        world = dist.get_world_size(self.group)
+        dist.all_reduce(flat, op=dist.ReduceOp.SUM, group=self.group)
         self.payload_bytes += 2 * (world - 1) * flat.numel() * 4 // world
         if self.op == "mean":
             flat.div_(world)
@@ -183,7 +189,7 @@ class GradientAllReducer:
 
         assert self.compression is not None
         dtype = getattr(torch, _DTYPES[self.compression])
-        world = dist.get_world_size()
+        world = dist.get_world_size(self.group)
         n = flat.numel()
         shard = -(-n // world)
         buffer = torch.zeros(shard * world, device=flat.device)
@@ -193,12 +199,12 @@ class GradientAllReducer:
         # 1. worker rounding, fed back; shard j goes to rank j
         sent = self._round(buffer, dtype, "_worker_residual")
         received = torch.empty_like(sent)
-        dist.all_to_all_single(received, sent)
+        dist.all_to_all_single(received, sent, group=self.group)
         # 2. exact fp32 sum of this rank's shard, rounded with feedback, gathered
         total = received.view(world, shard).float().sum(dim=0)
         mine = self._round(total, dtype, "_server_residual")
         gathered = torch.empty(shard * world, dtype=dtype, device=flat.device)
-        dist.all_gather(list(gathered.chunk(world)), mine)
+        dist.all_gather(list(gathered.chunk(world)), mine, group=self.group)
         self.payload_bytes += 2 * (world - 1) * shard * sent.element_size()
         return gathered.float()[:n]
 

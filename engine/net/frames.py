@@ -122,7 +122,8 @@ class Message:
     Attributes:
         kind: :class:`Kind` of the message.
         tag: Two unsigned integers the sender chose (e.g. ``(epoch, batch)``).
-        arrays: The arrays, read-only views of the received frames.
+        arrays: The arrays, views of the received frames (no copy); writable
+            when the frames are (a received zmq frame belongs to its receiver).
         nbytes: Bytes of every frame, header included.
     """
 
@@ -195,7 +196,7 @@ _LIMIT_HINT = "split the data over several messages, or raise FrameLimits"
 
 
 def decode(frames: Sequence[Buffer], limits: FrameLimits = FrameLimits()) -> Message:
-    """Inverse of :func:`encode`; arrays are read-only views of ``frames``.
+    """Inverse of :func:`encode`; the arrays are views of ``frames`` (no copy).
 
     Raises:
         FrameError: The message is malformed or over ``limits``; names the field.
@@ -274,7 +275,6 @@ def decode(frames: Sequence[Buffer], limits: FrameLimits = FrameLimits()) -> Mes
             )
         array = np.frombuffer(data, dtype=dtype) if size else np.empty(0, dtype)
         array = array.reshape(shape)
-        array.flags.writeable = False
         arrays.append(array)
     if offset != header.nbytes:
         raise FrameError.build(
