@@ -339,13 +339,14 @@ class _StaticCache(RemoteRowCache):
     ) -> tuple[np.ndarray, np.ndarray]:
         """See :meth:`RemoteRowCache.lookup`."""
         ids = np.asarray(ids, dtype=np.int64)
-        with self._lock:  # one consistent (ids, rows) pair across a swap
-            held, rows = self._ids, self._rows
-        pos = find_sorted(held, ids)
-        hit = pos >= 0
-        found = pos[hit]
-        out = self._empty_rows(found.size)
-        scatter_rows(rows, found, out, np.arange(found.size))
+        # Under the lock: fill_pending takes it before writing the other buffer,
+        # so it never overwrites rows a lookup started before a swap still reads.
+        with self._lock:
+            pos = find_sorted(self._ids, ids)
+            hit = pos >= 0
+            found = pos[hit]
+            out = self._empty_rows(found.size)
+            scatter_rows(self._rows, found, out, np.arange(found.size))
         self.hits += int(found.size)
         self.misses += int(ids.size - found.size)
         return hit, out
