@@ -13,7 +13,9 @@ partitioner. The epoch is made of *global* batches (the gang's design, see
 seeds per rank per step, the per-worker batch of the spec.
 
 Coverage ``C / R`` is swept over {2, 10, 25, 50, 75, 100}% of epoch 0's distinct
-remote ids for the frequency, top-degree and Belady caches. Epoch 0 is setup (the
+remote ids for the frequency (the spec's ranking by count, and ``keep_held``:
+ranked by rows saved given the rows it already holds), top-degree and Belady
+caches. Epoch 0 is setup (the
 first fill is the whole hot set); the figures are the median over the
 steady-state epochs ``1 .. epochs - 1`` with their (min, max) as the spread.
 Counts, not timings: the numbers do not depend on the machine.
@@ -40,7 +42,8 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[2]
 OUT = ROOT / "benchmarks" / "results" / "rapidgnn_counters.json"
 COVERAGES = (0.02, 0.10, 0.25, 0.50, 0.75, 1.00)
-POLICIES = ("frequency", "degree", "belady")
+#: cache policies swept; "frequency+held" is the frequency cache with keep_held.
+VARIANTS = ("frequency", "frequency+held", "degree", "belady")
 K = 4
 RANK = 0
 
@@ -88,13 +91,21 @@ def run_graph(name: str, args: argparse.Namespace) -> dict[str, Any]:
     sched_s = time.perf_counter() - start
     degree = np.diff(graph.indptr)
     results: dict[str, list[dict[str, Any]]] = {}
-    runs = [("none", 0.0)] + [(p, c) for p in POLICIES for c in COVERAGES]
-    for policy, coverage in runs:
+    runs = [("none", 0.0)] + [(p, c) for p in VARIANTS for c in COVERAGES]
+    for variant, coverage in runs:
+        policy, _, held = variant.partition("+")
         epochs = replay(
-            schedules, owner, RANK, features, policy, coverage, degree=degree
+            schedules,
+            owner,
+            RANK,
+            features,
+            policy,
+            coverage,
+            degree=degree,
+            keep_held=held == "held",
         )
-        results[f"{policy}@{coverage:g}"] = [e.as_dict() for e in epochs]
-        print(name, policy, coverage, _summary(epochs[1:]), file=sys.stderr)
+        results[f"{variant}@{coverage:g}"] = [e.as_dict() for e in epochs]
+        print(name, variant, coverage, _summary(epochs[1:]), file=sys.stderr)
     first = schedules[0]
     return {
         "graph": desc,
@@ -137,10 +148,10 @@ def sweep_table(graph: dict[str, Any]) -> list[dict[str, Any]]:
     """One line per (policy, coverage): medians over the steady epochs."""
     table = []
     for key, run in graph["runs"].items():
-        policy, coverage = key.split("@")
+        variant, coverage = key.split("@")
         table.append(
             {
-                "policy": policy,
+                "policy": variant,
                 "coverage_target": float(coverage),
                 "capacity": run[0]["capacity"],
                 "coverage": steady(run, "coverage")[0],
@@ -161,6 +172,101 @@ def sweep_table(graph: dict[str, Any]) -> list[dict[str, Any]]:
     return table
 
 
+def _row(work: str, metric: str, better: str, ours, peer_name: str, peer, **kw):
+    """One results row from (median, min, max) triples."""
+    return {
+        "work": work,
+        "metric": metric,
+        "better": better,
+        "strata": ours[0],
+        "strata_spread": [ours[1], ours[2]],
+        "peer": peer_name,
+        "peer_value": peer[0],
+        "peer_spread": [peer[1], peer[2]],
+        "ratio": kw.pop("ratio", ours[0] / peer[0]),
+        **kw,
+    }
+
+
+def savings(run: list[dict[str, Any]]) -> tuple[float, float, float]:
+    """Fraction of on-demand rows saved (fill included): median, min, max."""
+    med, low, high = ratio_of(run)
+    return 1 - med, 1 - high, 1 - low
+
+
+def variant_rows(
+    g: dict[str, Any], freq: str, label: str, where: str, command: str
+) -> list[dict[str, Any]]:
+    """R2 gap, R2 Belady share and R3 rows for one frequency variant."""
+    runs, rows = g["runs"], []
+    gaps = {
+        c: steady(runs[f"{freq}@{c:g}"], "hit_rate")[0]
+        - steady(runs[f"degree@{c:g}"], "hit_rate")[0]
+        for c in COVERAGES
+        if c >= 0.10
+    }
+    worst = min(gaps, key=lambda c: gaps[c])
+    rows.append(
+        _row(
+            f"R2 {label} vs top-degree cache hit rate, worst coverage >= 10% "
+            f"({worst:.0%}), {where}",
+            "hit rate",
+            "higher",
+            steady(runs[f"{freq}@{worst:g}"], "hit_rate"),
+            "top-degree static cache, same capacity",
+            steady(runs[f"degree@{worst:g}"], "hit_rate"),
+            target=">= +5 points at every coverage >= 10%",
+            met=all(v >= 0.05 for v in gaps.values()),
+            command=command,
+            note=f"{label} - degree, hit-rate points by coverage: "
+            + ", ".join(f"{c:.0%}: {100 * v:+.1f}" for c, v in gaps.items()),
+        )
+    )
+    share = {
+        c: savings(runs[f"{freq}@{c:g}"])[0] / savings(runs[f"belady@{c:g}"])[0]
+        for c in COVERAGES
+    }
+    rows.append(
+        _row(
+            f"R2 {label}: share of Belady's row savings at 50% coverage (fill "
+            f"included), {where}",
+            "fraction of on-demand rows saved",
+            "higher",
+            savings(runs[f"{freq}@0.5"]),
+            "Belady (offline-optimal eviction over the schedule, demand-filled)",
+            savings(runs["belady@0.5"]),
+            target=">= 0.85 (ratio)",
+            met=share[0.5] >= 0.85,
+            command=command,
+            note=f"{label} / Belady savings by coverage: "
+            + ", ".join(f"{c:.0%}: {v:.3f}" for c, v in share.items()),
+        )
+    )
+    for coverage in (0.5, 0.75):
+        run = runs[f"{freq}@{coverage:g}"]
+        med, low, high = ratio_of(run)
+        rows.append(
+            _row(
+                f"R3 remote rows per epoch incl. fill, {label} at {coverage:.0%} "
+                f"coverage, {where}",
+                "remote rows per epoch (miss + fill)",
+                "lower",
+                steady(run, "remote_rows"),
+                "on-demand fetching (no cache)",
+                steady(run, "on_demand_rows"),
+                ratio=med,
+                target="<= 0.35",
+                met=med <= 0.35,
+                command=command,
+                note=f"ratio per steady epoch in [{low:.4f}, {high:.4f}]; miss "
+                f"{steady(run, 'miss_rows')[0]:.0f} + fill "
+                f"{steady(run, 'fill_rows')[0]:.0f} rows; epoch 0 (setup: the whole "
+                f"hot set) {run[0]['remote_rows']} rows",
+            )
+        )
+    return rows
+
+
 def acceptance_rows(graphs: dict[str, dict[str, Any]], command: str) -> list[dict]:
     """The results-table rows for R2 and R3."""
     rows: list[dict[str, Any]] = []
@@ -171,137 +277,53 @@ def acceptance_rows(graphs: dict[str, dict[str, Any]], command: str) -> list[dic
     for name, g in graphs.items():
         runs = g["runs"]
         where = f"{g['graph']}; " + setting.format(b=g["batch"], p=g["batch"] // K)
-        freq50, deg50, bel50 = (runs[f"{p}@0.5"] for p in POLICIES)
         if name == "sbm":
-            med, low, high = steady(freq50, "hit_rate")
-            peer = steady(deg50, "hit_rate")
             rows.append(
-                {
-                    "work": f"R2 frequency-cache hit rate at 50% coverage, {where}",
-                    "metric": "hit rate (hits / remote accesses)",
-                    "better": "higher",
-                    "strata": med,
-                    "strata_spread": [low, high],
-                    "peer": "top-degree static cache, same capacity",
-                    "peer_value": peer[0],
-                    "peer_spread": [peer[1], peer[2]],
-                    "ratio": med / peer[0],
-                    "target": ">= 0.75 (hit rate)",
-                    "met": med >= 0.75,
-                    "command": command,
-                    "note": "75% coverage: frequency "
+                _row(
+                    f"R2 frequency-cache hit rate at 50% coverage, {where}",
+                    "hit rate (hits / remote accesses)",
+                    "higher",
+                    steady(runs["frequency@0.5"], "hit_rate"),
+                    "top-degree static cache, same capacity",
+                    steady(runs["degree@0.5"], "hit_rate"),
+                    target=">= 0.75 (hit rate)",
+                    met=steady(runs["frequency@0.5"], "hit_rate")[0] >= 0.75,
+                    command=command,
+                    note="the frequency hot set is the static set with the most "
+                    "hits; Belady (dynamic) "
+                    f"{steady(runs['belady@0.5'], 'hit_rate')[0]:.3f}; at 75% "
+                    "coverage frequency "
                     f"{steady(runs['frequency@0.75'], 'hit_rate')[0]:.3f}, "
                     f"top-degree {steady(runs['degree@0.75'], 'hit_rate')[0]:.3f}",
-                }
+                )
             )
-        gaps = {
-            c: steady(runs[f"frequency@{c:g}"], "hit_rate")[0]
-            - steady(runs[f"degree@{c:g}"], "hit_rate")[0]
-            for c in COVERAGES
-            if c >= 0.10
-        }
-        worst = min(gaps, key=lambda c: gaps[c])
-        f_hit = steady(runs[f"frequency@{worst:g}"], "hit_rate")
-        d_hit = steady(runs[f"degree@{worst:g}"], "hit_rate")
-        rows.append(
-            {
-                "work": f"R2 frequency vs top-degree hit rate, worst coverage "
-                f">= 10% ({worst:.0%}), {where}",
-                "metric": "hit rate",
-                "better": "higher",
-                "strata": f_hit[0],
-                "strata_spread": [f_hit[1], f_hit[2]],
-                "peer": "top-degree static cache, same capacity",
-                "peer_value": d_hit[0],
-                "peer_spread": [d_hit[1], d_hit[2]],
-                "ratio": f_hit[0] / d_hit[0],
-                "target": ">= +5 points at every coverage >= 10%",
-                "met": all(v >= 0.05 for v in gaps.values()),
-                "command": command,
-                "note": "frequency - degree, hit-rate points by coverage: "
-                + ", ".join(f"{c:.0%}: {100 * v:+.1f}" for c, v in gaps.items()),
-            }
+        rows += variant_rows(g, "frequency", "frequency cache", where, command)
+        rows += variant_rows(
+            g, "frequency+held", "frequency cache (keep_held)", where, command
         )
-        fractions = {
-            c: saved(runs[f"frequency@{c:g}"]) / saved(runs[f"belady@{c:g}"])
-            for c in COVERAGES
-        }
-        rows.append(
-            {
-                "work": f"R2 frequency cache's share of Belady's row savings at 50% "
-                f"coverage (fill included), {where}",
-                "metric": "fraction of on-demand rows saved",
-                "better": "higher",
-                "strata": saved(freq50),
-                "strata_spread": [1 - ratio_of(freq50)[2], 1 - ratio_of(freq50)[1]],
-                "peer": "Belady (offline-optimal eviction over the schedule)",
-                "peer_value": saved(bel50),
-                "peer_spread": [1 - ratio_of(bel50)[2], 1 - ratio_of(bel50)[1]],
-                "ratio": fractions[0.5],
-                "target": ">= 0.85 (ratio)",
-                "met": fractions[0.5] >= 0.85,
-                "command": command,
-                "note": "frequency / Belady savings by coverage: "
-                + ", ".join(f"{c:.0%}: {v:.2f}" for c, v in fractions.items()),
-            }
-        )
-        for coverage in (0.5, 0.75):
-            run = runs[f"frequency@{coverage:g}"]
-            med, low, high = ratio_of(run)
-            od = steady(run, "on_demand_rows")
-            rw = steady(run, "remote_rows")
-            rows.append(
-                {
-                    "work": f"R3 remote rows per epoch incl. fill, frequency cache at "
-                    f"{coverage:.0%} coverage, {where}",
-                    "metric": "remote rows per epoch (miss + fill)",
-                    "better": "lower",
-                    "strata": rw[0],
-                    "strata_spread": [rw[1], rw[2]],
-                    "peer": "on-demand fetching (no cache)",
-                    "peer_value": od[0],
-                    "peer_spread": [od[1], od[2]],
-                    "ratio": med,
-                    "target": "<= 0.35",
-                    "met": high <= 0.35,
-                    "command": command,
-                    "note": f"ratio per steady epoch in [{low:.4f}, {high:.4f}]; "
-                    f"miss {steady(run, 'miss_rows')[0]:.0f} + fill "
-                    f"{steady(run, 'fill_rows')[0]:.0f} rows; epoch 0 (setup: "
-                    f"the whole hot set) {run[0]['remote_rows']} rows; requests "
-                    f"{steady(run, 'remote_requests')[0]:.0f} vs on-demand "
-                    f"{steady(run, 'on_demand_requests')[0]:.0f} vs per-vertex "
-                    f"{steady(run, 'per_vertex_requests')[0]:.0f}",
-                }
-            )
         run = runs["frequency@0.5"]
-        req = steady(run, "remote_requests")
-        pv = steady(run, "per_vertex_requests")
+        limit = (K - 1) * (g["num_batches"] + 1)
+        exact = all(
+            e["remote_rows"] == e["on_demand_rows"]
+            and e["remote_requests"] == e["on_demand_requests"]
+            for e in runs["none@0"]
+        )
         rows.append(
-            {
-                "work": f"R3 remote requests per epoch, frequency cache at 50% "
-                f"coverage, {where}",
-                "metric": "request messages per epoch (miss + fill)",
-                "better": "lower",
-                "strata": req[0],
-                "strata_spread": [req[1], req[2]],
-                "peer": "per-vertex requests (one request per remote row)",
-                "peer_value": pv[0],
-                "peer_spread": [pv[1], pv[2]],
-                "ratio": req[0] / pv[0],
-                "target": f"<= (k-1) per batch + (k-1) per fill = "
-                f"{(K - 1) * (g['num_batches'] + 1)}",
-                "met": req[2] <= (K - 1) * (g["num_batches"] + 1),
-                "command": command,
-                "note": "rows at C=0 equal on-demand exactly: "
-                + str(
-                    all(
-                        e["remote_rows"] == e["on_demand_rows"]
-                        and e["remote_requests"] == e["on_demand_requests"]
-                        for e in runs["none@0"]
-                    )
-                ),
-            }
+            _row(
+                f"R3 remote requests per epoch, frequency cache at 50% coverage, "
+                f"{where}",
+                "request messages per epoch (miss + fill)",
+                "lower",
+                steady(run, "remote_requests"),
+                "per-vertex requests (one request per remote row)",
+                steady(run, "per_vertex_requests"),
+                target=f"<= (k-1) per batch + (k-1) per fill = {limit}",
+                met=steady(run, "remote_requests")[2] <= limit,
+                command=command,
+                note=f"on-demand (no cache, one request per owner per batch) "
+                f"{steady(run, 'on_demand_requests')[0]:.0f} requests; at C=0 rows "
+                f"and requests equal on-demand exactly: {exact}",
+            )
         )
     return rows
 
@@ -337,7 +359,8 @@ def main() -> None:
         "Hit rate = hits / remote accesses; rows include cache fill; coverage = "
         "capacity / epoch 0's distinct remote ids. The frequency cache keeps ids "
         "used >= 2 times (min_count=2), so at 100% coverage it holds fewer rows than "
-        "the top-degree cache.",
+        "the top-degree cache; keep_held (rank by rows saved: a held row costs no "
+        "fill) keeps the held rows still used.",
         "sweep": {
             name: {
                 **{k: v for k, v in g.items() if k != "runs"},

@@ -135,6 +135,31 @@ def test_frequency_fill_copies_rows_it_already_holds() -> None:
     assert np.array_equal(rows, TABLE[sorted(new)])
 
 
+def test_keep_held_ranks_by_rows_saved() -> None:
+    """keep_held: a held id is worth its count, another its count minus one."""
+    fetcher = InProcessOwners({"x": TABLE}, OWNER)
+    cache = cache_of("frequency", 9, keep_held=True)
+    _, first = remote_schedule(11)
+    lists, second = remote_schedule(12)
+    cache.fill_pending(first, fetcher)
+    cache.swap()
+    held = set(cache.held_ids().tolist())
+    counts = Counter(v for b in lists for v in b)
+    value = {v: c - (v not in held) for v, c in counts.items()}
+    ranked = sorted(
+        (v for v in counts if v in held or counts[v] >= 2),
+        key=lambda v: (-value[v], -counts[v], v),
+    )
+    before = cache.fill.snapshot()
+    cache.fill_pending(second, fetcher)
+    cache.swap()
+    assert cache.held_ids().tolist() == sorted(ranked[:9])
+    assert (cache.fill - before).rows == len(set(ranked[:9]) - held)
+    assert run_epoch(cache, second, fetcher) == sum(
+        len(set(b) & set(ranked[:9])) for b in lists
+    )
+
+
 def test_frequency_fill_runs_beside_lookups() -> None:
     """fill_pending writes only the pending buffer: lookups stay correct."""
     fetcher = InProcessOwners({"x": TABLE}, OWNER)

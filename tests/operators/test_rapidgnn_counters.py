@@ -48,6 +48,10 @@ def world() -> dict:
         for c in COVERAGES
     }
     runs[("none", 0.0)] = replay(schedules, owner, 0, features, "none", 0)
+    for c in COVERAGES:
+        runs[("frequency+", c)] = replay(
+            schedules, owner, 0, features, "frequency", c, keep_held=True
+        )
     return {
         "graph": graph,
         "owner": owner,
@@ -124,7 +128,7 @@ def test_router_rows_are_the_table_rows(world: dict) -> None:
             sched.check(b, ids)
 
 
-@pytest.mark.parametrize("policy", POLICIES)
+@pytest.mark.parametrize("policy", [*POLICIES, "frequency+"])
 def test_hit_rate_is_non_decreasing_in_capacity(world: dict, policy: str) -> None:
     for epoch in (0, 1):
         rates = [world["runs"][(policy, c)][epoch].rows.hit_rate for c in COVERAGES]
@@ -150,16 +154,18 @@ def test_frequency_beats_degree_from_10_percent(world: dict) -> None:
 
 
 def test_belady_saves_the_most_rows(world: dict) -> None:
-    """Belady (demand-filled, optimal eviction) moves the fewest rows, fill included.
+    """On this graph Belady (demand-filled) moves the fewest rows, fill included.
 
-    Its *hit rate* is not an upper bound of the frequency cache's: the frequency
-    cache is filled ahead of use (its fill rows are not accesses), so it can hit an
-    id's first access, which no demand-filled cache can.
+    Its *hit rate* bounds no prefetched cache's: the frequency cache is filled
+    ahead of use (fill rows are not accesses), so it can hit an id's first access,
+    which no demand-filled cache can (on rmat it hits more than Belady at 10-50%).
+    Nor is it optimal across epochs (it plans one epoch ahead), so a static cache
+    whose one-off fill is amortised can move fewer rows at high coverage (rmat).
     """
     runs = world["runs"]
     for c in COVERAGES:
         belady = runs[("belady", c)][1].rows.remote.rows
-        for policy in ("frequency", "degree"):
+        for policy in ("frequency", "frequency+", "degree"):
             e1 = runs[(policy, c)][1]
             assert belady <= e1.rows.remote.rows, (c, policy)
         assert runs[("belady", c)][1].rows.fill.rows == 0
@@ -182,18 +188,37 @@ def test_requests_are_per_owner(world: dict) -> None:
 
 
 def test_rows_with_fill_against_on_demand(world: dict) -> None:
-    """R3 at >= 50% coverage: <= 0.35x on-demand at 75% and 100% on this graph.
+    """R3 at >= 50% coverage: <= 0.35x on-demand, fill included.
 
-    At 50% this small graph gives 0.35-0.36x (0.352 measured): the 0.35 target
-    is not met here; the spec-size figure comes from the benchmark
-    (benchmarks/operators/rapidgnn_counters.py) and the slow test below.
+    The spec's ranking (count alone) gives 0.352x at 50% on this small graph
+    (0.350x at the spec size, see benchmarks/operators/rapidgnn_counters.py); with
+    ``keep_held`` (rank by rows saved: held rows cost no fill) 0.340x.
     """
     runs = world["runs"]
+    for c in (0.50, 0.75, 1.00):
+        e1 = runs[("frequency+", c)][1]
+        assert e1.rows.remote.rows <= 0.35 * e1.on_demand.rows, c
     for c in (0.75, 1.00):
         e1 = runs[("frequency", c)][1]
-        assert e1.rows.remote.rows <= 0.35 * e1.on_demand.rows
+        assert e1.rows.remote.rows <= 0.35 * e1.on_demand.rows, c
     e1 = runs[("frequency", 0.50)][1]
-    assert e1.rows.remote.rows <= 0.37 * e1.on_demand.rows
+    assert e1.rows.remote.rows <= 0.36 * e1.on_demand.rows
+
+
+def test_keep_held_saves_rows_at_every_coverage(world: dict) -> None:
+    runs = world["runs"]
+    for c in COVERAGES:
+        plain, held = runs[("frequency", c)][1], runs[("frequency+", c)][1]
+        assert held.rows.remote.rows <= plain.rows.remote.rows
+        assert held.rows.hit_rate >= plain.rows.hit_rate
+        # ... and hits more than top-degree from 10% coverage up, 100% included.
+        # (In rows, at 100% the degree cache's one-off fill wins in epoch 1; the
+        # held set catches up over later epochs.)
+        if c >= 0.10:
+            degree = runs[("degree", c)][1]
+            assert held.rows.hit_rate >= degree.rows.hit_rate, c
+            if c < 1.0:
+                assert held.rows.remote.rows <= degree.rows.remote.rows, c
 
 
 def test_simulate_is_rank_schedules_then_replay(world: dict) -> None:

@@ -358,15 +358,26 @@ class FrequencyCache(_StaticCache):
     Args:
         min_count: an id must be used by at least this many batches of the epoch
             (default 2: an id used once saves no row by being cached).
+        keep_held: rank by rows saved given what the active buffer holds: an id
+            it holds is worth its count (copying it is free), another its count
+            minus one (its fill); held ids need a count of 1 only. Off by
+            default (the spec's ranking by count alone).
         **kwargs: see :class:`RemoteRowCache`.
     """
 
     policy = CachePolicy.FREQUENCY
     buffers = 2
 
-    def __init__(self, capacity: int | float, min_count: int = 2, **kwargs: Any):
+    def __init__(
+        self,
+        capacity: int | float,
+        min_count: int = 2,
+        keep_held: bool = False,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(capacity, **kwargs)
         self.min_count = int(min_count)
+        self.keep_held = bool(keep_held)
         self._buffers: list[np.ndarray] = []
         self._pending_ids: Int64Array | None = None
         self._pending_rows: np.ndarray | None = None
@@ -374,9 +385,18 @@ class FrequencyCache(_StaticCache):
     def plan(self, schedule: EpochSchedule) -> Int64Array:
         """See :meth:`RemoteRowCache.plan`."""
         capacity = self._resolve(schedule)
-        keep = schedule.counts >= self.min_count
-        ids, counts = schedule.count_ids[keep], schedule.counts[keep]
-        order = np.lexsort((ids, -counts))[:capacity]
+        ids, counts = schedule.count_ids, schedule.counts
+        if not self.keep_held:
+            keep = counts >= self.min_count
+            ids, counts = ids[keep], counts[keep]
+            order = np.lexsort((ids, -counts))[:capacity]
+            return np.sort(ids[order])
+        with self._lock:
+            held = find_sorted(self._ids, ids) >= 0
+        value = counts - (~held).astype(np.int64)  # a held id costs no fill
+        keep = held | (counts >= self.min_count)
+        ids, counts, value = ids[keep], counts[keep], value[keep]
+        order = np.lexsort((ids, -counts, -value))[:capacity]
         return np.sort(ids[order])
 
     def fill_pending(self, schedule: EpochSchedule, fetcher: OwnerFetcher) -> None:
@@ -584,6 +604,7 @@ def make_cache(
     dtype: Any,
     degree: np.ndarray | None = None,
     min_count: int = 2,
+    keep_held: bool = False,
 ) -> RemoteRowCache:
     """The cache of ``policy`` (``degree`` is required for the degree policy)."""
     kind = as_enum(CachePolicy, policy, "cache_policy", "make_cache")
@@ -595,7 +616,9 @@ def make_cache(
         "dtype": dtype,
     }
     if kind is CachePolicy.FREQUENCY:
-        return FrequencyCache(capacity, min_count=min_count, **common)
+        return FrequencyCache(
+            capacity, min_count=min_count, keep_held=keep_held, **common
+        )
     if kind is CachePolicy.DEGREE:
         if degree is None:
             raise OperatorError.build(

@@ -145,10 +145,13 @@ def replay(
     *,
     degree: np.ndarray | None = None,
     min_count: int = 2,
+    keep_held: bool = False,
 ) -> list[EpochCounters]:
     """Run the router and a ``policy`` cache over precomputed schedules.
 
-    ``degree`` (out-degree per vertex) is needed by the degree policy.
+    ``degree`` (out-degree per vertex) is needed by the degree policy;
+    ``min_count`` and ``keep_held`` are the frequency cache's
+    (:class:`~.cache.FrequencyCache`).
     """
     fetcher = InProcessOwners({_ATTR: features}, owner)
     cache = make_cache(
@@ -161,6 +164,7 @@ def replay(
         dtype=features.dtype,
         degree=degree,
         min_count=min_count,
+        keep_held=keep_held,
     )
     router = RowRouter(_ATTR, owner, rank, features[owner == rank], fetcher, cache)
     out = []
