@@ -9,8 +9,9 @@ the remote rows the epoch will use most. Every policy keeps one interface:
   (it may run in the background during the previous epoch), ``swap()`` makes it
   the active one at the epoch boundary;
 * ``lookup(batch_index, ids) -> (hit_mask, rows_of_hits)`` serves a batch's
-  remote ids (binary search in a numba ``nogil`` kernel), ``admit(batch_index,
-  ids, rows)`` offers it the rows of the misses once fetched.
+  remote ids (binary search in a numba ``nogil`` kernel; ``lookup_into`` writes
+  the rows straight into the caller's array), ``admit(batch_index, ids, rows)``
+  offers it the rows of the misses once fetched.
 
 Policies (:class:`CachePolicy`, ``systems/rapidgnn.md`` §3.3):
 
@@ -302,8 +303,20 @@ class RemoteRowCache:
     ) -> tuple[np.ndarray, np.ndarray]:
         """``(hit_mask, rows of the hits in order)`` for a batch's remote ids."""
         ids = np.asarray(ids, dtype=np.int64)
-        self.misses += int(ids.size)
-        return np.zeros(ids.size, dtype=bool), self._empty_rows(0)
+        rows = self._empty_rows(ids.size)
+        hit = self.lookup_into(batch_index, ids, rows, np.arange(ids.size))
+        return hit, rows[hit]
+
+    def lookup_into(
+        self, batch_index: int, ids: np.ndarray, out: np.ndarray, out_pos: np.ndarray
+    ) -> np.ndarray:
+        """Serve ``ids`` like :meth:`lookup`, writing in place; return the hit mask.
+
+        The row of hit ``ids[i]`` goes to ``out[out_pos[i]]`` (no intermediate
+        copy: the router passes its output array).
+        """
+        self.misses += int(np.asarray(ids).size)
+        return np.zeros(np.asarray(ids).size, dtype=bool)
 
     def admit(self, batch_index: int, ids: np.ndarray, rows: np.ndarray) -> None:
         """Offer the fetched rows of the batch's misses (no-op unless Belady)."""
@@ -334,22 +347,21 @@ class _StaticCache(RemoteRowCache):
         """See :meth:`RemoteRowCache.held_ids`."""
         return self._ids
 
-    def lookup(
-        self, batch_index: int, ids: np.ndarray
-    ) -> tuple[np.ndarray, np.ndarray]:
-        """See :meth:`RemoteRowCache.lookup`."""
+    def lookup_into(
+        self, batch_index: int, ids: np.ndarray, out: np.ndarray, out_pos: np.ndarray
+    ) -> np.ndarray:
+        """See :meth:`RemoteRowCache.lookup_into`."""
         ids = np.asarray(ids, dtype=np.int64)
         # Under the lock: fill_pending takes it before writing the other buffer,
         # so it never overwrites rows a lookup started before a swap still reads.
         with self._lock:
             pos = find_sorted(self._ids, ids)
             hit = pos >= 0
-            found = pos[hit]
-            out = self._empty_rows(found.size)
-            scatter_rows(self._rows, found, out, np.arange(found.size))
-        self.hits += int(found.size)
-        self.misses += int(ids.size - found.size)
-        return hit, out
+            scatter_rows(self._rows, pos[hit], out, out_pos[hit])
+        found = int(np.count_nonzero(hit))
+        self.hits += found
+        self.misses += int(ids.size) - found
+        return hit
 
 
 class FrequencyCache(_StaticCache):
@@ -536,19 +548,18 @@ class BeladyCache(RemoteRowCache):
         pos = find_sorted(schedule.count_ids, self._ids)
         self._next = np.where(pos >= 0, first[pos], _NEVER)
 
-    def lookup(
-        self, batch_index: int, ids: np.ndarray
-    ) -> tuple[np.ndarray, np.ndarray]:
-        """See :meth:`RemoteRowCache.lookup`."""
+    def lookup_into(
+        self, batch_index: int, ids: np.ndarray, out: np.ndarray, out_pos: np.ndarray
+    ) -> np.ndarray:
+        """See :meth:`RemoteRowCache.lookup_into`."""
         ids = np.asarray(ids, dtype=np.int64)
         pos = find_sorted(self._ids, ids)
         hit = pos >= 0
-        found = self._slots[pos[hit]]
-        out = self._empty_rows(found.size)
-        scatter_rows(self._rows, found, out, np.arange(found.size))
-        self.hits += int(found.size)
-        self.misses += int(ids.size - found.size)
-        return hit, out
+        scatter_rows(self._rows, self._slots[pos[hit]], out, out_pos[hit])
+        found = int(np.count_nonzero(hit))
+        self.hits += found
+        self.misses += int(ids.size) - found
+        return hit
 
     def admit(self, batch_index: int, ids: np.ndarray, rows: np.ndarray) -> None:
         """See :meth:`RemoteRowCache.admit`."""

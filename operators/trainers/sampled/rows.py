@@ -175,8 +175,7 @@ class RowRouter:
         scatter_rows(self.local_rows, pos[local_at], out, local_at)
         remote_at = np.flatnonzero(~local)
         remote_ids = ids[remote_at]
-        hit, rows = self.cache.lookup(batch_index, remote_ids)
-        scatter_rows(rows, np.arange(rows.shape[0]), out, remote_at[hit])
+        hit = self.cache.lookup_into(batch_index, remote_ids, out, remote_at)
         miss_at = remote_at[~hit]
         miss_ids = ids[miss_at]
         traffic = fetch_by_owner(
