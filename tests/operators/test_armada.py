@@ -244,3 +244,52 @@ def test_killed_sampler_fails_the_run_naming_its_rank(no_leftovers: None) -> Non
     assert (error.rank, error.failures[0].kind) == (0, FailureKind.DIED)
     assert "worker rank 0" in str(error)
     assert "killed by SIGKILL" in str(error)
+
+
+# ------------------------------------------------------- through the gang trainer
+
+
+def _fit_cora(epochs: int, **gang: object) -> object:
+    from strata.operators.io.datasets import load_dataset
+    from strata.operators.trainers import ModelConfig, TrainConfig
+    from strata.operators.trainers.sampled import (
+        SampledGangConfig,
+        SampledGangTrainer,
+        SamplingConfig,
+    )
+
+    data = load_dataset("planetoid:cora", normalize_features=True)
+    model = ModelConfig("sage", hidden=32, num_layers=2, dropout=0.5)
+    config = TrainConfig(
+        model, lr=0.01, epochs=epochs, patience=0, seed=3, device="cpu", threads=1
+    )
+    sampling = SamplingConfig(fanouts=(5, 5), batch_size=32)
+    settings = SampledGangConfig(
+        device="cpu", timeout_s=120, cache_policy="none", **gang
+    )  # type: ignore[arg-type]
+    return SampledGangTrainer(config, sampling, settings).fit(data)
+
+
+@pytest.mark.multiprocess
+@pytest.mark.parametrize(
+    ("samplers", "workers"),
+    [(1, 1), pytest.param(2, 2, marks=pytest.mark.slow)],
+)
+def test_armada_gives_the_colocated_losses(
+    samplers: int, workers: int, no_leftovers: None
+) -> None:
+    colocated = _fit_cora(2, workers=workers)
+    armada = _fit_cora(2, workers=workers, samplers=samplers)
+    one = np.array(colocated.step_losses)  # type: ignore[attr-defined]
+    two = np.array(armada.step_losses)  # type: ignore[attr-defined]
+    assert one.shape == two.shape == (2, 5)  # 140 training nodes, batch 32
+    np.testing.assert_allclose(two, one, atol=1e-5, rtol=0)
+    report = armada.report  # type: ignore[attr-defined]
+    assert report["mode"] == "armada"
+    per_sampler = report["per_sampler"]
+    assert len(per_sampler) == samplers
+    assert sum(s["batches"] for s in per_sampler) == sum(
+        e["batches"] for t in report["per_trainer"] for e in t["epochs"]
+    )
+    for s in per_sampler:
+        assert s["structure_bytes"] < s["full_structure_bytes"]
