@@ -24,7 +24,8 @@ Policies (:class:`CachePolicy`, ``systems/rapidgnn.md`` §3.3):
 * ``degree``: the static top-degree remote vertices of this rank, fetched once.
 * ``belady``: offline-optimal eviction over the schedule's accesses: after each
   batch it keeps the ``C`` ids (cached or just fetched) whose next use comes
-  first. An upper bound on any cache filled from misses; no fill traffic.
+  first. Within an epoch, the most hits of any cache filled from misses; no
+  fill traffic.
 * ``none``: capacity 0.
 
 ``capacity`` is a row count (int) or a fraction of the first planned epoch's
@@ -508,11 +509,15 @@ def _next_use(schedule: EpochSchedule) -> tuple[Int64Array, Int64Array]:
 
 
 class BeladyCache(RemoteRowCache):
-    """Offline-optimal eviction over the schedule (an upper bound; no fill).
+    """Offline-optimal eviction over the schedule, filled from misses only.
 
     After batch ``b`` it keeps, among the ids it held and the ids batch ``b``
     read, the ``C`` whose next use comes first (ties to the lower id); ids not
     used again this epoch are kept last, when room is left, for the next epoch.
+    Within an epoch no cache filled from misses hits more (tested against an
+    exhaustive search). It bounds neither a prefetched cache's hit rate (the
+    frequency cache can hit an id's first access) nor, across epochs, the rows
+    of a static cache whose one-off fill is amortised.
     """
 
     policy = CachePolicy.BELADY
