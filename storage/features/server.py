@@ -65,6 +65,7 @@ from strata.storage.features.traffic import Traffic, payload_bytes
 from strata.storage.features.wire import (
     MAX_FRAME_BYTES,
     MAX_REQUEST_IDS,
+    ZERO_COPY_BYTES,
     ErrorCode,
     FrameError,
     Header,
@@ -302,8 +303,13 @@ class FeatureServer:
     def _send(
         self, sock: zmq.Socket[Any], reply: list[Any], slot: _Slot | None
     ) -> None:
-        tracker = sock.send_multipart(reply, copy=False, track=slot is not None)
-        if slot is not None:
+        body = memoryview(reply[-1]).nbytes if len(reply) > 2 else 0
+        if slot is None or body < ZERO_COPY_BYTES:
+            sock.send_multipart(reply)  # copied: cheaper than tracking a small body
+            if slot is not None:
+                slot.tracker, slot.held = None, False
+        else:
+            tracker = sock.send_multipart(reply, copy=False, track=True)
             slot.tracker, slot.held = tracker, False
 
     def _reply(

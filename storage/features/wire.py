@@ -59,6 +59,7 @@ __all__ = [
     "MAX_FRAME_BYTES",
     "MAX_REQUEST_IDS",
     "VERSION",
+    "ZERO_COPY_BYTES",
     "ErrorCode",
     "FrameError",
     "Header",
@@ -81,6 +82,9 @@ HEADER = struct.Struct("<4sBBHQB3xQI")
 #: Default limits: ids in one GET, bytes in one body frame.
 MAX_REQUEST_IDS = 1 << 22
 MAX_FRAME_BYTES = 64 << 20
+#: Bodies from this size on are sent without a copy (pyzmq's zero-copy send has a
+#: fixed cost that only large bodies repay).
+ZERO_COPY_BYTES = 1 << 20
 _WHERE = "feature frame decoder"
 
 
