@@ -41,7 +41,7 @@ import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -64,6 +64,9 @@ from strata.storage.features.wire import (
     dtype_code,
     encode_header,
 )
+
+if TYPE_CHECKING:
+    from strata.storage.features.server import FeatureServerGroup
 
 __all__ = ["FeatureServerTimeout", "RemoteFeatureStore"]
 
@@ -181,6 +184,29 @@ class RemoteFeatureStore(FeatureStore):
         self._threads = threading.local()
         self._sockets: list[zmq.Socket[Any]] = []
         self._closed = False
+
+    @classmethod
+    def of_group(
+        cls,
+        group: FeatureServerGroup,
+        *,
+        local_part: int | None = None,
+        **options: Any,
+    ) -> RemoteFeatureStore:
+        """A client of every server of ``group`` in this process.
+
+        With ``local_part``, that partition's rows are read from the group's shared
+        memory in place (no traffic). ``options`` go to the constructor.
+        """
+        local = group.attach(local_part) if local_part is not None else None
+        return cls(
+            group.endpoints,
+            group.owner,
+            local_part=local_part,
+            local_tables=local,
+            names=group.names,
+            **options,
+        )
 
     # --------------------------------------------------------------- counters
     @property

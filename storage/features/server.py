@@ -510,8 +510,13 @@ def _shutdown(state: _GroupState, grace_s: float = 2.0) -> None:
     """Stop every child (ask, terminate, kill), then unlink every segment."""
     for proc in state.procs.values():
         if proc.stdin is not None:
+            # A byte (or EOF) on stdin asks the child to stop; the byte also works
+            # when a forked process still holds the pipe open.
             with contextlib.suppress(OSError):
-                proc.stdin.close()  # EOF on stdin asks the child to stop
+                proc.stdin.write(b"\n")
+                proc.stdin.flush()
+            with contextlib.suppress(OSError):
+                proc.stdin.close()
     for action in (None, "terminate", "kill"):
         deadline = time.monotonic() + grace_s
         for proc in state.procs.values():
@@ -549,7 +554,8 @@ class FeatureServerGroup:
 
     Attributes:
         endpoints: ``{part: endpoint}``; ``pids``: ``{part: pid}``;
-        names: ``{part: server name}`` (for ``RemoteFeatureStore(names=...)``).
+        names: ``{part: server name}`` (for ``RemoteFeatureStore(names=...)``);
+        owner: the ``owner`` array; num_parts: the number of partitions.
 
     Raises:
         FeatureError: on bad input, or a server that fails to start in time (its
@@ -589,6 +595,7 @@ class FeatureServerGroup:
                 "owner", where, f"partitions < num_parts={parts}", str(int(owner.max()))
             )
         self.name = name
+        self.owner = owner
         self.num_parts = parts
         self.names = {p: f"{name}-p{p}" for p in range(parts)}
         self.endpoints: dict[int, str] = {}
@@ -629,31 +636,33 @@ class FeatureServerGroup:
         for part in range(self.num_parts):
             ids = order[bounds[part] : bounds[part + 1]].astype(np.int64)
             layout: dict[str, Any] = {"partition": part, "tables": []}
+            arange = np.arange(ids.size)
             layout["ids"] = {
-                "segment": self._segment(f"{token}_{part}_ids", ids),
+                "segment": self._segment(f"{token}_{part}_ids", ids, arange),
                 "rows": ids.size,
             }
             for i, (attr, array) in enumerate(sorted(arrays.items())):
-                rows = array[ids]
-                segment = self._segment(f"{token}_{part}_{i}", rows)
                 layout["tables"].append(
                     {
                         "attr": attr,
-                        "segment": segment,
-                        "dtype": rows.dtype.str,
-                        "shape": list(rows.shape),
+                        "segment": self._segment(f"{token}_{part}_{i}", array, ids),
+                        "dtype": array.dtype.str,
+                        "shape": [ids.size, *array.shape[1:]],
                     }
                 )
             layouts.append(layout)
         return layouts
 
-    def _segment(self, name: str, data: np.ndarray) -> str:
+    def _segment(self, name: str, data: np.ndarray, rows: np.ndarray) -> str:
+        """A new segment holding ``data[rows]`` (gathered in place, no temporary)."""
+        shape = (rows.size, *data.shape[1:])
+        nbytes = data.dtype.itemsize * int(np.prod(shape, dtype=np.int64))
         segment = shared_memory.SharedMemory(
-            name=name, create=True, size=max(1, data.nbytes)
+            name=name, create=True, size=max(1, nbytes)
         )
         self._state.segments.append(segment)
-        view: np.ndarray = np.ndarray(data.shape, dtype=data.dtype, buffer=segment.buf)
-        view[...] = data
+        view: np.ndarray = np.ndarray(shape, dtype=data.dtype, buffer=segment.buf)
+        np.take(data, rows, axis=0, out=view)
         del view
         segment.close()  # children and attach() map the file; we only unlink it
         return name
