@@ -134,21 +134,30 @@ def _pymetis_runner(
 
 
 def _grem_runner(
-    folder: Path, k: int, eps: float, metis_seed: bool
+    folder: Path, k: int, eps: float, metis_seed: bool, seed_fraction: float | None
 ) -> tuple[Callable[[int], np.ndarray], Callable[[], None]]:
     from strata.partition import ArrayEdgeChunks, GremPartitioner, MetisReference
     from strata.partition.metrics import undirected_edges
 
-    def config(kk: int, seed: int) -> GremPartitioner:
-        seeder = MetisReference(kk, eps, seed=seed) if metis_seed else None
-        return GremPartitioner(kk, imbalance=eps, seed=seed, seed_partitioner=seeder)
-
     num_nodes = int(np.load(folder / "indptr.npy", mmap_mode="r").shape[0] - 1)
     stream = FileEdgeChunks(folder / "edges.bin", num_nodes)
+    b0 = None
+    if seed_fraction is not None:
+        b0 = max(1, round(seed_fraction * stream.num_edges))
+
+    def config(kk: int, seed: int, tiny: bool = False) -> GremPartitioner:
+        seeder = MetisReference(kk, eps, seed=seed) if metis_seed else None
+        return GremPartitioner(
+            kk,
+            imbalance=eps,
+            seed=seed,
+            seed_partitioner=seeder,
+            seed_chunk_edges=None if tiny else b0,
+        )
 
     def warm() -> None:
         src, dst = undirected_edges(_tiny())
-        config(4, 0).partition_stream(ArrayEdgeChunks(src, dst), 400)
+        config(4, 0, tiny=True).partition_stream(ArrayEdgeChunks(src, dst), 400)
 
     def run(seed: int) -> np.ndarray:
         p = config(k, seed).partition_stream(stream, num_nodes)
@@ -160,14 +169,23 @@ def _grem_runner(
 
 
 def measure(
-    folder: Path, method: str, k: int, seeds: list[int], eps: float
+    folder: Path,
+    method: str,
+    k: int,
+    seeds: list[int],
+    eps: float,
+    seed_fraction: float | None = None,
 ) -> dict[str, Any]:
-    """Run ``method`` once per seed; figures per seed (see the module doc)."""
+    """Run ``method`` once per seed; figures per seed (see the module doc).
+
+    ``seed_fraction``: GREM's seed chunk as a fraction of the edges (default: its
+    own rule, ``min(m, 2.5 n)`` edges); ignored by pymetis.
+    """
     start = time.perf_counter()
     if method == "pymetis":
         run, warm = _pymetis_runner(folder, k, eps)
     else:
-        run, warm = _grem_runner(folder, k, eps, metis_seed=method == "grem-metis")
+        run, warm = _grem_runner(folder, k, eps, method == "grem-metis", seed_fraction)
     load_s = time.perf_counter() - start
     start = time.perf_counter()
     warm()
@@ -176,6 +194,7 @@ def measure(
         "method": method,
         "k": k,
         "eps": eps,
+        "seed_fraction": seed_fraction,
         "seeds": seeds,
         "load_s": load_s,
         "warmup_s": warmup_s,
@@ -227,6 +246,7 @@ def main() -> None:
     parser.add_argument("--k", type=int)
     parser.add_argument("--seeds", default="1,2,3")
     parser.add_argument("--eps", type=float, default=0.03)
+    parser.add_argument("--seed-fraction", type=float, default=None)
     args = parser.parse_args()
     if args.write:
         stats = write_suite_graph(args.write, args.graph_dir)
@@ -235,7 +255,9 @@ def main() -> None:
     if args.method is None or args.k is None:
         parser.error("--method and --k are required unless --write is given")
     seeds = [int(s) for s in args.seeds.split(",")]
-    result = measure(args.graph_dir, args.method, args.k, seeds, args.eps)
+    result = measure(
+        args.graph_dir, args.method, args.k, seeds, args.eps, args.seed_fraction
+    )
     sys.stdout.write(json.dumps(result) + "\n")
 
 
