@@ -5,7 +5,8 @@ One machine then behaves like a cluster in tests and benchmarks: a
 :meth:`NetworkModel.delay` of its counted bytes (ids out plus rows back, the
 ``payload_bytes`` rule of :mod:`~strata.storage.features.traffic`). Replies are
 held in a queue, not by blocking the server, so concurrent requests overlap their
-latencies as on a real link.
+latencies as on a real link. Each reply is delayed on its own: the model has no
+contention, so many concurrent replies share no bandwidth.
 
 Examples:
     >>> link = NetworkModel(latency_s=0.001, bandwidth_Bps=1e9)

@@ -5,6 +5,7 @@ where a test needs no process, as threads (FeatureServer).
 """
 
 import doctest
+import os
 import threading
 import time
 
@@ -159,6 +160,25 @@ def test_the_servers_limits_split_requests_too():
         assert store.traffic.requests == sum(-(-int(s) // 10) for s in sizes)
         assert _served(group) == store.traffic
         assert sum(group.refused(p) for p in range(PARTS)) == 0
+
+
+@pytest.mark.multiprocess
+def test_ipc_transport_serves_and_cleans_up():
+    with (
+        FeatureServerGroup(TABLES, OWNER, transport="ipc") as group,
+        RemoteFeatureStore.of_group(group, local_part=1) as store,
+    ):
+        assert all(e.startswith("ipc://") for e in group.endpoints.values())
+        ids = np.random.default_rng(4).integers(0, N, 80)
+        np.testing.assert_array_equal(
+            store.get(("node", "z"), ids).numpy(), TABLES["z"][ids]
+        )
+        assert _served(group) == store.traffic
+        folder = os.path.dirname(group.endpoints[0].removeprefix("ipc://"))
+        assert os.path.isdir(folder)
+    assert not os.path.exists(folder)
+    with pytest.raises(FeatureError, match="transport"):
+        FeatureServerGroup(TABLES, OWNER, transport="udp")
 
 
 @pytest.mark.multiprocess
