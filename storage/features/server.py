@@ -387,7 +387,11 @@ class FeatureServer:
             )
         slot = self._pool.acquire(n * width)
         out = slot.buf[: n * width].reshape(n, width)
-        np.take(rows, local, axis=0, out=out, mode="clip")
+        try:
+            np.take(rows, local, axis=0, out=out, mode="clip")
+        except BaseException:
+            slot.held = False
+            raise
         nbytes = payload_bytes(n, width)
         self.served.add(n, nbytes)
         head = Header(Kind.REPLY, 0, header.request, header.dtype, n, width)
