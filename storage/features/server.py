@@ -99,7 +99,7 @@ def _refuse(code: ErrorCode, *parts: str) -> _Refused:
     return error
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, eq=False)  # identity, not the buffers, tells slots apart
 class _Slot:
     """A reply buffer, busy while held for a delayed send or tracked by zmq."""
 

@@ -235,6 +235,21 @@ def test_two_threads_fetch_at_once():
             s.close()
 
 
+def test_replies_of_growing_sizes_reuse_and_replace_buffers():
+    n = 1 << 16
+    table = np.arange(n * 8, dtype=np.float32).reshape(n, 8)
+    owner = np.zeros(n, dtype=np.int64)
+    with (
+        FeatureServer({"x": table}, np.arange(n), 0) as server,
+        RemoteFeatureStore({0: server.endpoint}, owner) as store,
+    ):
+        rng = np.random.default_rng(5)
+        for size in (100, 4096, 8192, 100, 16384, 32768, 65536, 3000, 65536):
+            ids = rng.integers(0, n, size)
+            np.testing.assert_array_equal(store.fetch("x", {0: ids})[0], table[ids])
+        assert server.refused == 0
+
+
 def test_network_model_overlaps_the_owners_latencies():
     latency = 0.2
     link = NetworkModel(latency_s=latency)
