@@ -167,11 +167,15 @@ class FeatureServer:
         self.endpoint = endpoint
         where = f"FeatureServer {self.name}"
         self._owned = np.ascontiguousarray(owned_ids, dtype=np.int64)
-        if self._owned.ndim != 1 or np.any(self._owned[1:] <= self._owned[:-1]):
+        if (
+            self._owned.ndim != 1
+            or np.any(self._owned[1:] <= self._owned[:-1])
+            or (self._owned.size and self._owned[0] < 0)
+        ):
             raise FeatureError.build(
                 "owned_ids",
                 where,
-                "sorted distinct 1-D ids",
+                "sorted distinct 1-D ids >= 0",
                 f"shape {owned_ids.shape}",
             )
         self._entries: list[SchemaEntry] = []
@@ -189,6 +193,14 @@ class FeatureServer:
             entry = SchemaEntry(attr, table.dtype, table.shape[1:], table.shape[0])
             self._entries.append(entry)
             self._rows.append(table.reshape(table.shape[0], -1).view(np.uint8))
+        # Global id -> local row. A dense map is 5-15x faster than a binary search
+        # of random ids; it is used while no bigger than the tables (or 64 MiB).
+        self._index: np.ndarray | None = None
+        span = int(self._owned[-1]) + 1 if self._owned.size else 0
+        table_bytes = sum(r.nbytes for r in self._rows)
+        if 0 < span < 2**31 and 4 * span <= max(table_bytes, 1 << 26):
+            self._index = np.full(span, -1, dtype=np.int32)
+            self._index[self._owned] = np.arange(self._owned.size, dtype=np.int32)
         self.served = Traffic()
         self.refused = 0
         self._socket: zmq.Socket[Any] | None = None
@@ -344,6 +356,19 @@ class FeatureServer:
     def _where(self) -> str:
         return f"feature server {self.name} (partition {self.partition})"
 
+    def _local_rows(self, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Local rows of global ``ids``, and the positions of ids not owned."""
+        if self._index is not None:
+            local = self._index.take(ids, mode="clip")  # clip: checked below
+            return local, np.flatnonzero(
+                (local < 0) | (ids < 0) | (ids >= self._index.size)
+            )
+        if self._owned.shape[0] == 0:
+            return np.zeros_like(ids), np.arange(ids.shape[0])
+        local = np.searchsorted(self._owned, ids)
+        np.minimum(local, self._owned.shape[0] - 1, out=local)
+        return local, np.flatnonzero(self._owned[local] != ids)
+
     def _get(
         self, header: Header, body: memoryview
     ) -> tuple[list[Any], _Slot | None, int]:
@@ -369,12 +394,7 @@ class FeatureServer:
             )
         ids = np.frombuffer(body, dtype="<i8")
         n, width = ids.shape[0], entry.row_bytes
-        local = np.searchsorted(self._owned, ids)
-        if self._owned.shape[0] == 0:
-            bad = np.arange(n)
-        else:
-            np.minimum(local, self._owned.shape[0] - 1, out=local)
-            bad = np.flatnonzero(self._owned[local] != ids)
+        local, bad = self._local_rows(ids)
         if bad.size:
             i = int(bad[0])
             raise _refuse(

@@ -36,7 +36,8 @@ OWNER = np.arange(N) % PARTS
 
 
 def _shm():
-    return set(os.listdir("/dev/shm"))
+    # Only feature-server segments: other tests (and other users) come and go.
+    return {name for name in os.listdir("/dev/shm") if name.startswith("sfs_")}
 
 
 def _gone(pid):
@@ -153,6 +154,27 @@ def test_decode_names_each_problem():
             with pytest.raises(FrameError, match=words) as info:
                 decode(frames, Limits(1000, 1 << 20))
             assert info.value.oversized == (code == ErrorCode.OVERSIZED), case
+
+
+@pytest.mark.parametrize("owned", [[3, 9], [3, 1 << 40]], ids=["dense", "sparse"])
+def test_both_id_maps_refuse_ids_not_owned(owned):
+    owned = np.array(owned, dtype=np.int64)
+    table = np.array([[1.0, 2.0], [3.0, 4.0]], dtype=np.float32)
+    with FeatureServer({"x": table}, owned, 0) as server:
+        sock = zmq.Context.instance().socket(zmq.DEALER)
+        sock.connect(server.endpoint)
+        try:
+            for ids, expected in (([owned[1], 3], [[3.0, 4.0], [1.0, 2.0]]),):
+                header, body = _ask(sock, _get(2, np.array(ids), row=8))
+                assert header.kind is Kind.REPLY
+                rows = np.frombuffer(body, np.float32).reshape(2, 2)
+                np.testing.assert_array_equal(rows, expected)
+            for bad in (4, -1, 10, 1 << 41, 2, 0):
+                header, body = _ask(sock, _get(2, np.array([3, bad]), row=8))
+                assert header.code == ErrorCode.NOT_OWNED
+                assert f"id {bad} (not owned) at position 1" in bytes(body).decode()
+        finally:
+            sock.close(linger=0)
 
 
 def test_ids_not_owned_name_the_partition_and_the_id(trio, server):
