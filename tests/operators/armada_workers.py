@@ -60,7 +60,7 @@ def _collect(
             ]
             units.append((item.epoch, item.batch_index, item.seeds.copy(), blocks))
             if kill_after is not None and len(units) == kill_after:
-                os.kill(kill_after_pid(ctx), signal.SIGKILL)
+                os.kill(_PIDS[_KILL[0]], signal.SIGKILL)
         counters.append(source.counters())
     # The trainers' group works beside the samplers: a plain sum and a reducer.
     total = torch.tensor([float(trainer + 1)])
@@ -78,19 +78,26 @@ def _collect(
     }
 
 
-_PIDS: list[int] = []
-
-
-def kill_after_pid(ctx: GangContext) -> int:
-    """Sampler 0's pid (gathered before the run)."""
-    return _PIDS[0]
+_PIDS: list[int] = []  # every rank's pid, gathered before the run
+_KILL = [0]  # the rank trainer 0 kills
 
 
 def collect_worker(
-    ctx: GangContext, plan: ArmadaPlan, data: SharedData, kill_after: int | None = None
+    ctx: GangContext,
+    plan: ArmadaPlan,
+    data: SharedData,
+    kill_after: int | None = None,
+    kill_rank: int = 0,
 ) -> Any:
-    """Samplers sample; trainers return every unit they received, as arrays."""
+    """Samplers sample; trainers return every unit they received, as arrays.
+
+    With ``kill_after``, trainer 0 SIGKILLs gang rank ``kill_rank`` once it has
+    received that many units (itself, when ``kill_rank`` is its own rank).
+    """
     if kill_after is not None:
         _PIDS[:] = ctx.all_gather_object(os.getpid())
+        _KILL[0] = kill_rank
+        if ctx.rank != plan.layout.samplers:  # only trainer 0 kills
+            kill_after = None
     train = functools.partial(_collect, plan, data, kill_after)
     return armada_rank(ctx, plan, data, train)

@@ -146,6 +146,7 @@ def _run(
     trainers: int,
     *,
     kill_after: int | None = None,
+    kill_rank: int = 0,
     timeout_s: float = 60,
 ) -> tuple[list, ArmadaPlan, tuple]:
     graph, train_ids, rank_of = _setup(trainers)
@@ -174,7 +175,9 @@ def _run(
         {k: torch.from_numpy(np.array(v)) for k, v in arrays.items()}
     ) as shared:
         data = aw.SharedData(shared, N_NODES)
-        report = run_gang_report(aw.collect_worker, spec, plan, data, kill_after)
+        report = run_gang_report(
+            aw.collect_worker, spec, plan, data, kill_after, kill_rank
+        )
     return report.results, plan, (graph, train_ids, rank_of)
 
 
@@ -234,15 +237,22 @@ def test_trainers_receive_exactly_the_colocated_blocks(
 
 
 @pytest.mark.multiprocess
-def test_killed_sampler_fails_the_run_naming_its_rank(no_leftovers: None) -> None:
+@pytest.mark.parametrize(
+    ("samplers", "trainers", "victim"), [(2, 1, 0), (1, 2, 1), (1, 2, 2)]
+)
+def test_killed_sampler_or_trainer_fails_the_run_naming_its_rank(
+    samplers: int, trainers: int, victim: int, no_leftovers: None
+) -> None:
+    # victim < samplers: a sampler dies mid-epoch (its trainers starve);
+    # otherwise a trainer (its samplers block, its peers wait in the all-reduce).
     start = time.monotonic()
     with pytest.raises(GangError) as info:
-        _run(2, 1, kill_after=3, timeout_s=60)
+        _run(samplers, trainers, kill_after=3, kill_rank=victim, timeout_s=60)
     elapsed = time.monotonic() - start
     error = info.value
     assert elapsed < 30
-    assert (error.rank, error.failures[0].kind) == (0, FailureKind.DIED)
-    assert "worker rank 0" in str(error)
+    assert (error.rank, error.failures[0].kind) == (victim, FailureKind.DIED)
+    assert f"worker rank {victim}" in str(error)
     assert "killed by SIGKILL" in str(error)
 
 
