@@ -105,6 +105,56 @@ def test_structure_holds_the_in_closure_and_samples_like_the_full_graph(
         assert part.structure_bytes < part.full_structure_bytes
 
 
+def _unit_arrays(seeds: np.ndarray) -> list[np.ndarray]:
+    blocks = NeighborSampler(_graph(), SamplerConfig(fanouts=(2,)), seed=0).sample(
+        seeds
+    )
+    b = blocks[0]
+    return [seeds, np.array([0.01]), b.indptr, b.indices, b.src_global_ids]
+
+
+def test_source_checks_order_seeds_and_the_end_of_the_stream() -> None:
+    from strata.engine.net import ChannelConfig, Receiver, Sender
+    from strata.operators.errors import OperatorError
+    from strata.operators.trainers.sampled.armada import ArmadaSource
+
+    config = ChannelConfig(timeout_s=5)
+    layout = ArmadaLayout(1, 1)
+    seeds = np.array([3, 5, 7])
+
+    def source_with(*units: tuple[tuple[int, int], np.ndarray]) -> ArmadaSource:
+        inbox = Receiver(config=config)
+        with Sender(inbox.endpoint, config=config) as out:
+            for tag, unit_seeds in units:
+                out.send(tag, _unit_arrays(unit_seeds))
+            out.close(0)
+        time.sleep(0.2)  # loopback delivery
+        return ArmadaSource(0, layout, {0: inbox})
+
+    good = source_with(((0, 0), seeds))
+    (item,) = good.epoch(0, [seeds])
+    assert item.blocks is not None
+    assert item.blocks[0].dst_global_ids.tolist() == [3, 5, 7]
+    assert good.counters()["batches"] == 1
+    good.close(drain=False)
+
+    late = source_with(((0, 1), seeds))
+    with pytest.raises(
+        OperatorError, match=r"unit in Armada trainer 0: expected batch 0"
+    ):
+        list(late.epoch(0, [seeds]))
+    late.close(drain=False)
+
+    other = source_with(((0, 0), seeds[:2]))
+    with pytest.raises(OperatorError, match="seeds of batch 0 of epoch 0"):
+        list(other.epoch(0, [seeds]))
+    other.close(drain=False)
+
+    extra = source_with(((0, 0), seeds))
+    with pytest.raises(OperatorError, match="end of stream in Armada trainer 0"):
+        extra.close()
+
+
 # ------------------------------------------------------------------ gangs
 
 
