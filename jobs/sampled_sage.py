@@ -16,6 +16,27 @@ temporary directory). Evaluation is layer-wise full-neighbour inference::
     strata run jobs/sampled_sage.py
     strata run jobs/sampled_sage.py --set num_nodes=200000 --set store=arrow
 
+``dataset`` trains on other data instead: a Planetoid name (``cora``,
+``citeseer``, ``pubmed``; files in ``data_dir``, default the shared datasets
+folder), or any graph spec or path of :mod:`strata.storage.spec` with labels
+(``sbm:n=100000,blocks=8,features=64``, a dataset directory, a graph folder)::
+
+    strata run jobs/sampled_sage.py --set dataset=cora
+
+``workers`` > 1 trains data-parallel on a gang
+(:class:`~strata.operators.trainers.sampled.SampledGangTrainer`): one trainer
+per part of the graph, each part's features and labels served by a feature
+server over pyzmq, a cache of remote rows (``cache``: a fraction of the remote
+rows or a row count; ``cache_policy``: frequency, degree, belady or none) and a
+prefetcher (``prefetch`` batches, ``prefetch_bytes``). ``samplers`` > 0 runs
+that many sampler workers apart from the trainers (Armada). ``latency`` and
+``bandwidth`` make the feature servers behave like a cluster's network::
+
+    strata run jobs/sampled_sage.py --set workers=2 --set cache=0.5
+    strata run jobs/sampled_sage.py --set workers=1 --set samplers=1
+    strata run jobs/sampled_sage.py --set workers=2 --set latency=0.002 \\
+        --set bandwidth=1e9
+
 ``threads`` defaults to 1: on the shared 2-core machine one torch thread trained
 1.7x more seeds per second than torch's default (12,963 vs 7,428 seeds/s, 5 epochs
 of the default graph); ``--set threads=0`` keeps torch's default.
@@ -37,8 +58,12 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from strata.engine import Pipeline, at_least, between
-from strata.operators.io.datasets import community_dataset, save_dataset_dir
+from strata.engine import Operator, Pipeline, at_least, between
+from strata.operators.io.datasets import (
+    community_dataset,
+    load_dataset,
+    save_dataset_dir,
+)
 from strata.operators.trainers import (
     ModelConfig,
     SampledTrainer,
@@ -46,6 +71,14 @@ from strata.operators.trainers import (
     TrainConfig,
 )
 from strata.operators.trainers.records import training_outputs
+from strata.operators.trainers.sampled import (
+    SampledGangConfig,
+    SampledGangTrainer,
+    gang_outputs,
+)
+
+#: Dataset names that mean the shipped Planetoid data.
+PLANETOID = ("cora", "citeseer", "pubmed")
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,18 +148,25 @@ class SampledSageConfig:
     """The job's parameters.
 
     Attributes:
+        dataset: None trains on the generated graph (``graph``); a Planetoid
+            name, or a graph spec or path with labels, trains on that instead.
         graph: the generated graph.
         train: model, optimiser, epochs, seed, device, checkpoints.
         sampling: fan-outs, batch size, prefetch depth, evaluation mode.
-        store: where the trainer reads features: in memory, or a memory-mapped
-            Arrow dataset directory.
+        gang: workers, sampler workers, cache, network model (``workers=1``
+            and ``samplers=0`` train in this process).
+        store: where the trainer reads the generated graph's features: in
+            memory, or a memory-mapped Arrow dataset directory.
         data_dir: the Arrow dataset's directory (None: one under the system's
-            temporary directory, named by the graph's settings).
+            temporary directory, named by the graph's settings); with
+            ``dataset``, where its files are (None: the shared datasets folder).
     """
 
+    dataset: str | None = None
     graph: CommunityGraphConfig = field(default_factory=CommunityGraphConfig)
     train: TrainConfig = field(default_factory=_train_default)
     sampling: SamplingConfig = field(default_factory=SamplingConfig)
+    gang: SampledGangConfig = field(default_factory=SampledGangConfig)
     store: Literal["memory", "arrow"] = "memory"
     data_dir: Path | None = None
 
@@ -157,24 +197,38 @@ ALIASES = {
         name: f"sampling.{name}"
         for name in ("fanouts", "batch_size", "eval_mode", "prefetch")
     },
+    **{
+        name: f"gang.{name}"
+        for name in (
+            "workers",
+            "samplers",
+            "cache",
+            "cache_policy",
+            "prefetch_bytes",
+            "partitioner",
+        )
+    },
+    "latency": "gang.network.latency_s",
+    "bandwidth": "gang.network.bandwidth_Bps",
 }
 
 
 def build(config: SampledSageConfig) -> Pipeline:
-    """Generate the graph, train sampled GraphSAGE, summarise (module docs)."""
-    graph = {**asdict(config.graph), "seed": config.train.seed}
+    """Load or generate the graph, train sampled GraphSAGE, summarise (module docs)."""
     p = Pipeline("sampled-sage")
-    p.step("generate", community_dataset, **graph)
-    source = "generate"
-    if config.store == "arrow":
-        directory = str(config.data_dir) if config.data_dir else _default_dir(graph)
-        p.step("save", save_dataset_dir, "generate", directory=directory)
-        source = "save"
-    p.step("train", SampledTrainer(config.train, config.sampling), source)
+    source, described = _data_steps(p, config)
+    gang = config.gang
+    one_process = gang.workers == 1 and gang.samplers == 0
+    trainer: Operator[Any, Any] = (
+        SampledTrainer(config.train, config.sampling)
+        if one_process
+        else SampledGangTrainer(config.train, config.sampling, gang)
+    )
+    p.step("train", trainer, source)
     model, sampling = config.train.model, config.sampling
     extra = {
-        "graph": config.graph.describe(),
-        "store": config.store,
+        "graph": described,
+        "store": config.store if config.dataset is None else "memory",
         "settings": (
             f"sage: {model.num_layers} layers, {model.hidden} hidden, fanouts "
             f"{list(sampling.fanouts)}, batch {sampling.batch_size}, lr "
@@ -182,11 +236,39 @@ def build(config: SampledSageConfig) -> Pipeline:
             f"{config.train.epochs}, eval {sampling.eval_mode.value}, seed "
             f"{config.train.seed}"
         ),
-        "chance": 1.0 / config.graph.num_classes,
+        "chance": 1.0 / config.graph.num_classes if config.dataset is None else None,
     }
-    p.step("summary", training_outputs, "train.result", "train.epochs", extra=extra)
+    if one_process:
+        p.step("summary", training_outputs, "train.result", "train.epochs", extra=extra)
+    else:
+        extra["gang"] = repr(trainer)
+        p.step(
+            "summary",
+            gang_outputs,
+            "train.result",
+            "train.epochs",
+            "train.report",
+            extra=extra,
+        )
     p.record("summary")
     return p
+
+
+def _data_steps(p: Pipeline, config: SampledSageConfig) -> tuple[str, str]:
+    """Add the steps that produce the training data; return the last and a label."""
+    if config.dataset is not None:
+        name = config.dataset
+        spec = f"planetoid:{name}" if name in PLANETOID else name
+        data_dir = None if config.data_dir is None else str(config.data_dir)
+        p.step("load", load_dataset, spec=spec, data_dir=data_dir)
+        return "load", spec
+    graph = {**asdict(config.graph), "seed": config.train.seed}
+    p.step("generate", community_dataset, **graph)
+    if config.store == "arrow":
+        directory = str(config.data_dir) if config.data_dir else _default_dir(graph)
+        p.step("save", save_dataset_dir, "generate", directory=directory)
+        return "save", config.graph.describe()
+    return "generate", config.graph.describe()
 
 
 def _default_dir(graph: dict[str, Any]) -> str:
@@ -197,19 +279,40 @@ def _default_dir(graph: dict[str, Any]) -> str:
 
 def render(outputs: dict[str, Any]) -> str:
     """What ``strata run`` prints: the graph, the settings, accuracy, throughput."""
-    return "\n".join(
-        [
-            f"{outputs['graph']} ({outputs['store']} feature store)",
-            f"  {outputs['settings']}",
-            f"  epochs run {outputs['epochs_run']} (best {outputs['best_epoch']}), "
-            f"{outputs['epoch_s']:.2f} s/epoch, "
-            f"final training loss {outputs['final_loss']:.4f}",
-            f"  accuracy: train {outputs['train_accuracy']:.4f}   "
-            f"val {outputs['val_accuracy']:.4f}   "
-            f"test {outputs['test_accuracy']:.4f}   (chance {outputs['chance']:.4f})",
-            f"  throughput {outputs['seeds_per_s']:,.0f} seeds/s; prefetch thread: "
-            f"sample {outputs.get('sample_s', 0.0):.2f} s, "
-            f"gather {outputs.get('gather_s', 0.0):.2f} s; "
-            f"training waited {outputs.get('stall_s', 0.0):.2f} s",
-        ]
-    )
+    chance = outputs.get("chance")
+    lines = [
+        f"{outputs['graph']} ({outputs['store']} feature store)",
+        f"  {outputs['settings']}",
+        f"  epochs run {outputs['epochs_run']} (best {outputs['best_epoch']}), "
+        f"{outputs['epoch_s']:.2f} s/epoch, "
+        f"final training loss {outputs['final_loss']:.4f}",
+        f"  accuracy: train {outputs['train_accuracy']:.4f}   "
+        f"val {outputs['val_accuracy']:.4f}   "
+        f"test {outputs['test_accuracy']:.4f}"
+        + (f"   (chance {chance:.4f})" if chance else ""),
+        f"  throughput {outputs['seeds_per_s']:,.0f} seeds/s; prefetch thread: "
+        f"sample {outputs.get('sample_s', 0.0):.2f} s, "
+        f"gather {outputs.get('gather_s', 0.0):.2f} s; "
+        f"training waited {outputs.get('stall_s', 0.0):.2f} s",
+    ]
+    if "mode" in outputs:
+        lines.append(
+            f"  {outputs['gang']}: {outputs['mode']}, partition "
+            f"{outputs['partition']}, {outputs['rehomed_train']} training vertices "
+            f"re-homed (balance {outputs['train_balance']:.3f})"
+        )
+        lines.append(
+            f"  remote rows {outputs.get('remote_rows', 0):,} "
+            f"(misses {outputs.get('miss_rows', 0):,}, cache fill "
+            f"{outputs.get('fill_rows', 0):,}) in "
+            f"{outputs.get('remote_requests', 0):,} requests, "
+            f"{outputs.get('remote_bytes', 0) / 2**20:,.1f} MiB; cache hit rate "
+            f"{outputs['hit_rate']:.3f}; servers agree: {outputs['traffic_agrees']}"
+        )
+        if outputs["samplers"]:
+            lines.append(
+                "  trainers waited on samplers "
+                f"{outputs.get('recv_wait_s', 0.0):.2f} s; samplers waited on "
+                f"trainers {outputs.get('send_blocked_s', 0.0):.2f} s"
+            )
+    return "\n".join(lines)

@@ -2,8 +2,19 @@
 
 * :mod:`.trainer`: :class:`SampledTrainer`, sampled training in one process, fed
   by a background prefetcher.
+* :mod:`.distributed`: :class:`SampledGangTrainer`, data-parallel sampled
+  training on a gang (:class:`SampledGangConfig`): a feature server per part,
+  RapidGNN's schedule-driven cache (:mod:`.cache`, :mod:`.rows`) and prefetch,
+  and Armada's sampler workers apart from the trainers (:mod:`.armada`).
+* :mod:`.gang`: one trainer rank's loop, shared by both modes.
 """
 
+from strata.operators.trainers.sampled.config import NetworkConfig, SampledGangConfig
+from strata.operators.trainers.sampled.distributed import (
+    SampledGangResult,
+    SampledGangTrainer,
+    gang_outputs,
+)
 from strata.operators.trainers.sampled.trainer import (
     Batch,
     EvalMode,
@@ -12,4 +23,15 @@ from strata.operators.trainers.sampled.trainer import (
     subgraph,
 )
 
-__all__ = ["Batch", "EvalMode", "SampledTrainer", "SamplingConfig", "subgraph"]
+__all__ = [
+    "Batch",
+    "EvalMode",
+    "NetworkConfig",
+    "SampledGangConfig",
+    "SampledGangResult",
+    "SampledGangTrainer",
+    "SampledTrainer",
+    "SamplingConfig",
+    "gang_outputs",
+    "subgraph",
+]
