@@ -135,9 +135,16 @@ class RemoteFeatureStore(FeatureStore):
     ) -> None:
         where = "RemoteFeatureStore"
         self._owner = np.ascontiguousarray(owner)
-        if self._owner.ndim != 1 or self._owner.dtype.kind not in "iu":
+        if (
+            self._owner.ndim != 1
+            or self._owner.dtype.kind not in "iu"
+            or (self._owner.size and self._owner.min() < 0)
+        ):
             raise FeatureError.build(
-                "owner", where, "a 1-D integer array", f"{self._owner.dtype}"
+                "owner",
+                where,
+                "a 1-D array of partitions >= 0",
+                f"{self._owner.dtype} {self._owner.shape}",
             )
         self._endpoints = {int(p): e for p, e in endpoints.items()}
         self._names = {p: (names or {}).get(p, f"p{p}") for p in self._endpoints}
@@ -165,7 +172,7 @@ class RemoteFeatureStore(FeatureStore):
                         f"{self._local_ids.shape[0]} rows (partition {local_part})",
                         f"shape {table.shape}",
                     )
-        parts = {int(p) for p in np.unique(self._owner)}
+        parts = set(np.flatnonzero(np.bincount(self._owner)).tolist())
         missing = sorted(
             parts - set(self._endpoints) - ({local_part} if self._local else set())
         )
