@@ -1,5 +1,6 @@
 """Feature servers under failure and bad input: clear errors, no hangs, no leftovers."""
 
+import contextlib
 import json
 import os
 import subprocess
@@ -10,6 +11,8 @@ import time
 import numpy as np
 import pytest
 import zmq
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from strata.storage import FeatureError
 from strata.storage.features import (
@@ -175,6 +178,55 @@ def test_both_id_maps_refuse_ids_not_owned(owned):
                 assert f"id {bad} (not owned) at position 1" in bytes(body).decode()
         finally:
             sock.close(linger=0)
+
+
+def _mutated_header(fields):
+    magic, version, kind, code, count, row = fields
+    return HEADER.pack(magic, version, kind, code, 9, 8, count, row)
+
+
+FRAMES = st.one_of(
+    st.lists(st.binary(max_size=80), min_size=1, max_size=3),
+    st.tuples(
+        st.tuples(
+            st.sampled_from([b"SFS1", b"SFS2"]),
+            st.sampled_from([1, 2]),
+            st.integers(0, 8),
+            st.integers(0, 3),
+            st.sampled_from([0, 1, 2, 3, 1000, 1 << 40, (1 << 64) - 1]),
+            st.sampled_from([0, 8, 16, 4096]),
+        ).map(_mutated_header),
+        st.binary(max_size=64),
+    ).map(list),
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(frames=FRAMES)
+def test_decode_refuses_with_frame_errors_only(frames):
+    with contextlib.suppress(FrameError):  # anything else fails the test
+        decode(frames, Limits(1000, 1 << 20))
+
+
+@pytest.fixture(scope="module")
+def fuzzed():
+    owned = np.flatnonzero(np.equal(OWNER, 1))
+    with FeatureServer({"x": X[owned]}, owned, 1, max_request_ids=1000) as server:
+        sock = zmq.Context.instance().socket(zmq.DEALER)
+        sock.connect(server.endpoint)
+        yield server, sock
+        sock.close(linger=0)
+
+
+@settings(max_examples=80, deadline=None)
+@given(frames=FRAMES)
+def test_random_frames_never_stop_the_server(fuzzed, frames):
+    _, sock = fuzzed
+    header, _ = _ask(sock, frames)
+    assert header.kind in (Kind.ERROR, Kind.REPLY)
+    header, body = _ask(sock, _get(2, np.array([4, 1])))
+    assert header.kind is Kind.REPLY
+    np.testing.assert_array_equal(np.frombuffer(body, np.float32), X[[4, 1]].ravel())
 
 
 def test_ids_not_owned_name_the_partition_and_the_id(trio, server):
