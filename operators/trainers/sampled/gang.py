@@ -625,13 +625,18 @@ def _group_kwargs(group: Any) -> dict[str, Any]:
 
 
 def _all_reduce(ctx: GangContext, tensor: torch.Tensor, group: Any) -> None:
-    """Sum ``tensor`` over the trainers (every rank when ``group`` is None)."""
+    """Sum ``tensor`` in place over the trainers (every rank when ``group`` is None).
+
+    NCCL reduces device tensors only, so the sum runs on the rank's device.
+    """
+    on_device = tensor.to(ctx.device)
     if group is None:
-        ctx.all_reduce(tensor)
+        ctx.all_reduce(on_device)
     else:
         import torch.distributed as dist
 
-        dist.all_reduce(tensor, group=group)
+        dist.all_reduce(on_device, group=group)
+    tensor.copy_(on_device.cpu())
 
 
 def _forward(
