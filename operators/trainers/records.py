@@ -31,6 +31,12 @@ TIMING_KEYS = frozenset(
         "stall_s",
         "eval_s",
         "seeds_per_s",
+        # a sampled gang's waits and phases (gang_outputs)
+        "compute_s",
+        "schedule_s",
+        "trainer_stall_s",
+        "recv_wait_s",
+        "send_blocked_s",
     }
 )
 

@@ -69,3 +69,52 @@ def test_dotted_keys_equal_the_flat_aliases() -> None:
     )
     assert flat == dotted
     assert flat.sampling.fanouts == (4, 2)
+
+
+GANG = {**SMALL, "workers": 2, "cache": 0.5, "epochs": 2}
+
+
+@pytest.mark.multiprocess
+def test_gang_outputs_identical_on_both_executors() -> None:
+    local = execute(sage_job(**GANG), "local").outputs
+    process = execute(sage_job(**GANG), "process").outputs
+    assert untimed(process) == untimed(local)
+    assert local["mode"] == "colocated"
+    assert local["traffic_agrees"] is True
+    assert local["remote_rows"] == local["miss_rows"] + local["fill_rows"] > 0
+
+
+@pytest.mark.multiprocess
+def test_armada_and_colocated_train_the_same_model() -> None:
+    colocated = execute(sage_job(**{**GANG, "cache": 0.0})).outputs
+    armada = execute(sage_job(**{**GANG, "cache": 0.0, "samplers": 1})).outputs
+    assert armada["mode"] == "armada"
+    assert armada["partition"] == "grem"
+    assert armada["final_loss"] == pytest.approx(colocated["final_loss"], rel=1e-5)
+    assert armada["test_accuracy"] == pytest.approx(
+        colocated["test_accuracy"], abs=1e-3
+    )
+
+
+def test_the_job_runs_on_planetoid_a_graph_spec_and_a_dataset_dir(
+    tmp_path: Path,
+) -> None:
+    from strata.operators.io.datasets import community_dataset, save_dataset_dir
+
+    quick = {"hidden": 16, "epochs": 1, "device": "cpu", "threads": 1}
+    cora = execute(sage_job(dataset="cora", **quick)).outputs
+    assert cora["graph"] == "planetoid:cora"
+    assert cora["chance"] is None
+    spec = "sbm:n=600,blocks=3,features=8,seed=1"
+    assert execute(sage_job(dataset=spec, **quick)).outputs["graph"] == spec
+    mine = save_dataset_dir(
+        community_dataset(500, 3, num_features=8, seed=2), str(tmp_path / "mine")
+    )
+    outputs = execute(sage_job(dataset=mine, **quick)).outputs
+    assert outputs["graph"] == mine
+    assert outputs["epochs_run"] == 1
+
+
+def test_a_frequency_cache_with_samplers_is_refused() -> None:
+    with pytest.raises(JobError, match=r"cache_policy.*'degree' or 'none'"):
+        sage_job(workers=2, samplers=1, cache=0.5)

@@ -256,3 +256,19 @@ def test_a_killed_trainer_fails_the_run_naming_its_rank(cora: Any):
     assert _server(0) is None
     assert _server(1) is None
     assert _segments() <= before
+
+
+def test_prefetch_queue_stays_under_its_byte_limit(cora: Any):
+    """R6: the prefetcher never holds more than ``prefetch_bytes`` (one batch
+    alone may exceed it), and without the limit it would have held more."""
+    limit = 4 << 20  # a Cora batch of 32 seeds reads ~260 rows of 5.7 kB
+    sampling = SamplingConfig(fanouts=(10, 10), batch_size=32, prefetch=8)
+
+    def peak(prefetch_bytes: int) -> int:
+        gang = SampledGangConfig(workers=1, device="cpu", prefetch_bytes=prefetch_bytes)
+        run = SampledGangTrainer(_config(3), sampling, gang).fit(cora)
+        epochs = run.report["per_trainer"][0]["epochs"]
+        return max(int(e["prefetch_peak_bytes"]) for e in epochs)
+
+    assert peak(limit) <= limit
+    assert peak(1 << 40) > limit

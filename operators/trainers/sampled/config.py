@@ -146,6 +146,24 @@ class SampledGangConfig:
                 "0 (none), a fraction in (0, 1] of the remote rows, or a row count > 1",
                 repr(cache),
             )
+        if (
+            self.samplers > 0
+            and self.cache > 0
+            and self.cache_policy
+            in (
+                "frequency",
+                "belady",
+            )
+        ):
+            raise OperatorError.build(
+                "cache_policy",
+                where,
+                "'degree' or 'none' with sampler workers",
+                repr(self.cache_policy),
+                "the frequency and Belady caches are planned from the epoch's "
+                "schedule, which needs the graph's structure; with samplers the "
+                "trainers hold none",
+            )
         if self.prefetch_bytes < 1:
             raise OperatorError.build(
                 "prefetch_bytes",

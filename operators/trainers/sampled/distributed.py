@@ -435,6 +435,12 @@ class SampledGangTrainer(Operator[Any, Any]):
                 for key, value in epoch.items():
                     if isinstance(value, (int, float)) and key != "epoch":
                         totals[key] = totals.get(key, 0) + value
+        # The cache fills before epoch 0 (setup) count as fill traffic too.
+        for r in results:
+            for unit in ("rows", "bytes", "requests"):
+                extra = r.setup.get(f"setup_fill_{unit}", 0)
+                for key in (f"fill_{unit}", f"remote_{unit}"):
+                    totals[key] = totals.get(key, 0) + extra
         client = Traffic()
         for r in results:
             client = client + Traffic(**r.setup["client"])
@@ -455,7 +461,7 @@ class SampledGangTrainer(Operator[Any, Any]):
                 "latency_s": self.gang.network.latency_s,
                 "bandwidth_Bps": self.gang.network.bandwidth_Bps,
             },
-            "totals": totals,
+            "totals": totals,  # every epoch of every trainer, setup fills included
             "client_traffic": client.as_dict("client"),
             "server_traffic": {
                 str(p): t.as_dict("served") for p, t in sorted(served.items())

@@ -237,9 +237,18 @@ def make_cache(
     rank: int,
     num_features: int,
     degree: np.ndarray,
+    planned: bool = True,
 ) -> RemoteRowCache:
-    """The remote-row cache ``gang`` asks for, for the feature rows of ``rank``."""
+    """The remote-row cache ``gang`` asks for, for the feature rows of ``rank``.
+
+    ``planned``: whether an epoch schedule will size a fractional cache (the
+    colocated ranks build one; Armada's trainers cannot).
+    """
     spec: int | float = gang.cache if gang.cache <= 1 else int(gang.cache)
+    if not planned and isinstance(spec, float):
+        # No schedule to size a fraction by (Armada's trainers hold no
+        # structure): a fraction of the vertices other parts own.
+        spec = math.ceil(spec * int(np.count_nonzero(owner != rank)))
     common: dict[str, Any] = {
         "attr": "x",
         "owner": owner,
@@ -324,6 +333,7 @@ def train_rank(
         rank=rank,
         num_features=inputs.num_features,
         degree=inputs.array("degree"),
+        planned=inputs.structure_on_trainers,
     )
     local_x = np.asarray(inputs.local_tables(rank)["x"])
     fetcher = store if store is not None else _NoRemote()
@@ -454,7 +464,9 @@ def train_rank(
                 "schedule_s": ahead.schedule_s,
                 "schedule_bytes": 0 if schedule is None else schedule.nbytes,
                 "prefetch_peak_bytes": prefetcher.peak_bytes,
-                "queue_depth": dict(sorted(prefetcher.depth_counts.items())),
+                "queue_depth": {
+                    str(d): n for d, n in sorted(prefetcher.depth_counts.items())
+                },
                 "seeds": int(mine.size),
                 **source.counters(),
             }
