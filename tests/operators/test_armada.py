@@ -122,37 +122,40 @@ def test_source_checks_order_seeds_and_the_end_of_the_stream() -> None:
     layout = ArmadaLayout(1, 1)
     seeds = np.array([3, 5, 7])
 
+    senders: list[Sender] = []
+
     def source_with(*units: tuple[tuple[int, int], np.ndarray]) -> ArmadaSource:
         inbox = Receiver(config=config)
-        with Sender(inbox.endpoint, config=config) as out:
-            for tag, unit_seeds in units:
-                out.send(tag, _unit_arrays(unit_seeds))
-            out.close(0)
-        time.sleep(0.2)  # loopback delivery
+        out = Sender(inbox.endpoint, config=config)
+        senders.append(out)  # open until the end: closing early drops messages
+        for tag, unit_seeds in units:
+            out.send(tag, _unit_arrays(unit_seeds))
         return ArmadaSource(0, layout, {0: inbox})
 
-    good = source_with(((0, 0), seeds))
-    (item,) = good.epoch(0, [seeds])
-    assert item.blocks is not None
-    assert item.blocks[0].dst_global_ids.tolist() == [3, 5, 7]
-    assert good.counters()["batches"] == 1
-    good.close(drain=False)
+    try:
+        good = source_with(((0, 0), seeds))
+        (item,) = good.epoch(0, [seeds])
+        assert item.blocks is not None
+        assert item.blocks[0].dst_global_ids.tolist() == [3, 5, 7]
+        assert good.counters()["batches"] == 1
+        good.close(drain=False)
 
-    late = source_with(((0, 1), seeds))
-    with pytest.raises(
-        OperatorError, match=r"unit in Armada trainer 0: expected batch 0"
-    ):
-        list(late.epoch(0, [seeds]))
-    late.close(drain=False)
+        late = source_with(((0, 1), seeds))
+        with pytest.raises(OperatorError, match=r"unit in Armada trainer 0: expected"):
+            list(late.epoch(0, [seeds]))
+        late.close(drain=False)
 
-    other = source_with(((0, 0), seeds[:2]))
-    with pytest.raises(OperatorError, match="seeds of batch 0 of epoch 0"):
-        list(other.epoch(0, [seeds]))
-    other.close(drain=False)
+        other = source_with(((0, 0), seeds[:2]))
+        with pytest.raises(OperatorError, match="seeds of batch 0 of epoch 0"):
+            list(other.epoch(0, [seeds]))
+        other.close(drain=False)
 
-    extra = source_with(((0, 0), seeds))
-    with pytest.raises(OperatorError, match="end of stream in Armada trainer 0"):
-        extra.close()
+        extra = source_with(((0, 0), seeds))
+        with pytest.raises(OperatorError, match="end of stream in Armada trainer 0"):
+            extra.close()
+    finally:
+        for out in senders:
+            out.close(0)
 
 
 # ------------------------------------------------------------------ gangs

@@ -410,7 +410,10 @@ def connect(
             endpoints[(s, trainer)] = receivers[s].endpoint
     try:
         everyone = ctx.all_gather_object(endpoints)
-        group = dist.new_group(ranks=layout.trainer_ranks)
+        # On GPUs the trainers reduce over NCCL; the gang's own group may be
+        # gloo (samplers need no GPU, and NCCL allows one rank per GPU).
+        backend = "nccl" if ctx.device.type == "cuda" else None
+        group = dist.new_group(ranks=layout.trainer_ranks, backend=backend)
     except BaseException:
         for receiver in receivers.values():
             receiver.close()
