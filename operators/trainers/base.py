@@ -443,27 +443,11 @@ class _RunState:
     def result(
         self, final: Mapping[str, SplitMetrics], config: TrainConfig
     ) -> TrainResult:
-        history = self.history  # every epoch, a resumed run's earlier ones too
-        train_s = sum(r.seconds for r in history)
-        busy = sum(r.seconds - r.eval_s for r in history)
-        seeds = sum(r.seeds for r in history)
-        return TrainResult(
-            epochs_run=len(self.history),
+        return TrainResult.from_history(
+            self.history,  # every epoch, a resumed run's earlier ones too
+            final,
             best_epoch=self.stopper.best_epoch,
             stopped_early=self.stopper.should_stop
             and len(self.history) < config.epochs,
             resumed_from=self.start,
-            train_accuracy=final["train"].accuracy,
-            val_accuracy=final["val"].accuracy,
-            test_accuracy=final["test"].accuracy,
-            val_loss=final["val"].loss,
-            test_loss=final["test"].loss,
-            final_loss=self.history[-1].loss if self.history else math.nan,
-            train_s=train_s,
-            seeds_per_s=seeds / busy if busy > 0 else 0.0,
-            metrics={
-                f"{split}_{name}": value
-                for split in ("val", "test")
-                for name, value in final[split].scores.items()
-            },
         )

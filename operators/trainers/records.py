@@ -17,8 +17,12 @@ Examples:
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from strata.operators.trainers.metrics import SplitMetrics
 
 #: Keys whose values are wall-clock measurements (they differ from run to run).
 TIMING_KEYS = frozenset(
@@ -128,6 +132,44 @@ class TrainResult:
         data = asdict(self)
         data.update(data.pop("metrics"))
         return data
+
+    @classmethod
+    def from_history(
+        cls,
+        history: Sequence[EpochRecord],
+        final: Mapping[str, SplitMetrics],
+        *,
+        best_epoch: int,
+        stopped_early: bool,
+        resumed_from: int = 0,
+    ) -> TrainResult:
+        """The result of a run: its epoch records and the final weights' metrics.
+
+        ``train_s`` sums the epochs' seconds; ``seeds_per_s`` divides their
+        seeds by their training seconds (evaluation excluded).
+        """
+        train_s = sum(r.seconds for r in history)
+        busy = sum(r.seconds - r.eval_s for r in history)
+        seeds = sum(r.seeds for r in history)
+        return cls(
+            epochs_run=len(history),
+            best_epoch=best_epoch,
+            stopped_early=stopped_early,
+            resumed_from=resumed_from,
+            train_accuracy=final["train"].accuracy,
+            val_accuracy=final["val"].accuracy,
+            test_accuracy=final["test"].accuracy,
+            val_loss=final["val"].loss,
+            test_loss=final["test"].loss,
+            final_loss=history[-1].loss if history else math.nan,
+            train_s=train_s,
+            seeds_per_s=seeds / busy if busy > 0 else 0.0,
+            metrics={
+                f"{split}_{name}": value
+                for split in ("val", "test")
+                for name, value in final[split].scores.items()
+            },
+        )
 
 
 def training_outputs(

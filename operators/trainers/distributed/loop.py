@@ -182,22 +182,11 @@ def _result(
     final: Mapping[str, SplitMetrics],
     config: TrainConfig,
 ) -> TrainResult:
-    train_s = sum(r.seconds for r in history)
-    busy = sum(r.seconds - r.eval_s for r in history)
-    seeds = sum(r.seeds for r in history)
-    return TrainResult(
-        epochs_run=len(history),
+    return TrainResult.from_history(
+        history,
+        final,
         best_epoch=stopper.best_epoch,
         stopped_early=stopper.should_stop and len(history) < config.epochs,
-        resumed_from=0,
-        train_accuracy=final["train"].accuracy,
-        val_accuracy=final["val"].accuracy,
-        test_accuracy=final["test"].accuracy,
-        val_loss=final["val"].loss,
-        test_loss=final["test"].loss,
-        final_loss=history[-1].loss if history else math.nan,
-        train_s=train_s,
-        seeds_per_s=seeds / busy if busy > 0 else 0.0,
     )
 
 

@@ -58,7 +58,6 @@ from typing import Any, assert_never
 import numpy as np
 import torch
 
-from strata.engine import Emit, Operator, StepContext
 from strata.engine.gang import (
     GangContext,
     GangSpec,
@@ -104,6 +103,7 @@ from strata.operators.trainers.distributed.partition_parallel import (
     PartitionParallelEngine,
 )
 from strata.operators.trainers.distributed.programs import program_for
+from strata.operators.trainers.gang_step import GangRunStep
 from strata.operators.trainers.records import EpochRecord, TrainResult
 from strata.operators.trainers.tasks import NodeClassification, check_task_support
 from strata.partition import (
@@ -171,7 +171,7 @@ def level1_partition(
     )
 
 
-class DistributedTrainer(Operator[Any, Any]):
+class DistributedTrainer(GangRunStep):
     """Full-graph training on a gang of workers (see the module docstring).
 
     Args:
@@ -179,8 +179,6 @@ class DistributedTrainer(Operator[Any, Any]):
             ``threads`` and checkpoints are not used: ``dist`` places workers).
         dist: the gang, the level-1 partition and the mode with its settings.
     """
-
-    ports = ("epochs", "result", "report", "model")
 
     def __init__(self, config: TrainConfig, dist: DistributedConfig) -> None:
         where = type(self).__name__
@@ -195,26 +193,6 @@ class DistributedTrainer(Operator[Any, Any]):
         )
         self.config = config
         self.dist = dist
-        self._ctx: StepContext | None = None
-
-    def open(self, ctx: StepContext) -> None:
-        """Remember the step (its id names the gang; metrics go to it)."""
-        self._ctx = ctx
-
-    @property
-    def where(self) -> str:
-        """The trainer's name in error messages."""
-        name = type(self).__name__
-        return f"{name} (step '{self._ctx.step_id}')" if self._ctx else name
-
-    def process(self, item: Any) -> Iterator[Emit[dict[str, Any]]]:
-        """Train on ``item``: emit each epoch's record, the result, the report."""
-        run = self.fit(item)
-        for record in run.history:
-            yield Emit("epochs", record.to_dict())
-        yield Emit("result", run.result.to_dict())
-        yield Emit("report", run.report)
-        yield Emit("model", {"state": run.state})
 
     def fit(self, data: Any) -> DistributedResult:
         """Train outside (or inside) a pipeline; return records, result, weights."""

@@ -56,7 +56,6 @@ from typing import Any
 import numpy as np
 import torch
 
-from strata.engine import Emit, Operator, StepContext
 from strata.engine.gang import (
     GangContext,
     GangSpec,
@@ -73,6 +72,7 @@ from strata.operators.trainers.data import (
     TrainingData,
     as_training_data,
 )
+from strata.operators.trainers.gang_step import GangRunStep
 from strata.operators.trainers.inference import layerwise_inference
 from strata.operators.trainers.records import EpochRecord, TrainResult
 from strata.operators.trainers.sampled.config import SampledGangConfig
@@ -112,7 +112,7 @@ class SampledGangResult:
     report: dict[str, Any] = field(repr=False)
 
 
-class SampledGangTrainer(Operator[Any, Any]):
+class SampledGangTrainer(GangRunStep):
     """Sampled GNN training over several workers (see the module docstring).
 
     Args:
@@ -121,8 +121,6 @@ class SampledGangTrainer(Operator[Any, Any]):
         sampling: fan-outs, batch size (the global batch), prefetch depth.
         gang: workers, samplers, partitioner, cache, network, timeouts.
     """
-
-    ports = ("epochs", "result", "report", "model")
 
     def __init__(
         self,
@@ -159,26 +157,6 @@ class SampledGangTrainer(Operator[Any, Any]):
         self.config = config
         self.sampling = sampling or SamplingConfig()
         self.gang = gang or SampledGangConfig()
-        self._ctx: StepContext | None = None
-
-    def open(self, ctx: StepContext) -> None:
-        """Remember the step (its id names the gang and the servers)."""
-        self._ctx = ctx
-
-    @property
-    def where(self) -> str:
-        """The trainer's name in error messages."""
-        name = type(self).__name__
-        return f"{name} (step '{self._ctx.step_id}')" if self._ctx else name
-
-    def process(self, item: Any) -> Iterator[Emit[dict[str, Any]]]:
-        """Train on ``item``: emit each epoch's record, the result, the report."""
-        run = self.fit(item)
-        for record in run.history:
-            yield Emit("epochs", record.to_dict())
-        yield Emit("result", run.result.to_dict())
-        yield Emit("report", run.report)
-        yield Emit("model", {"state": run.state})
 
     # ------------------------------------------------------------------ the run
     def fit(self, data: Any) -> SampledGangResult:
@@ -380,20 +358,8 @@ class SampledGangTrainer(Operator[Any, Any]):
                 )
             )
         final = self._evaluate(data, main.state)
-        busy = sum(r.seconds for r in history)
-        result = TrainResult(
-            epochs_run=epochs,
-            best_epoch=epochs - 1,
-            stopped_early=False,
-            resumed_from=0,
-            train_accuracy=final["train"].accuracy,
-            val_accuracy=final["val"].accuracy,
-            test_accuracy=final["test"].accuracy,
-            val_loss=final["val"].loss,
-            test_loss=final["test"].loss,
-            final_loss=history[-1].loss if history else math.nan,
-            train_s=busy,
-            seeds_per_s=train_count * epochs / busy if busy > 0 else 0.0,
+        result = TrainResult.from_history(
+            history, final, best_epoch=epochs - 1, stopped_early=False
         )
         report = self._report(results, gang, split, served, partition, setup_s)
         self._count(history, report)
