@@ -315,4 +315,10 @@ def render(outputs: dict[str, Any]) -> str:
                 f"{outputs.get('recv_wait_s', 0.0):.2f} s; samplers waited on "
                 f"trainers {outputs.get('send_blocked_s', 0.0):.2f} s"
             )
+            full = outputs["full_structure_bytes"]
+            held = ", ".join(f"{b / full:.2f}" for b in outputs["structure_bytes"])
+            lines.append(
+                f"  graph structure per sampler: {held} of a full replica "
+                f"({full / 2**20:.1f} MiB)"
+            )
     return "\n".join(lines)

@@ -524,8 +524,11 @@ def gang_outputs(
             **{k: totals[k] for k in keep if k in totals},
         }
     )
-    samplers = report.get("per_sampler") or []
-    blocked = [s.get("send_blocked_s", 0.0) for s in samplers if isinstance(s, dict)]
-    if blocked:
-        outputs["send_blocked_s"] = float(sum(blocked))
+    samplers = [s for s in report.get("per_sampler") or [] if isinstance(s, dict)]
+    if samplers:
+        outputs["send_blocked_s"] = float(sum(s["send_blocked_s"] for s in samplers))
+        outputs["ship_bytes"] = int(sum(s["ship_bytes"] for s in samplers))
+        # Graph structure each sampler holds, against a full replica's.
+        outputs["structure_bytes"] = [int(s["structure_bytes"]) for s in samplers]
+        outputs["full_structure_bytes"] = int(samplers[0]["full_structure_bytes"])
     return outputs
