@@ -23,7 +23,13 @@ sampler holds with ``M = N = k`` samplers and trainers, on RMAT and on the SBM
 of ``rapidgnn.md`` 4.1, for GREM, multilevel and random partitions, against a
 full replica.
 
-Writes ``benchmarks/results/armada.json``. Run (about 10 minutes)::
+And the pipeline model of ``grem.md`` D1: 1, 2, 3 samplers feeding one trainer
+whose step is a fixed sleep, the samplers adding a fixed delay per unit; the
+trainer's measured batches/s against ``min(M / T_prep, N / T_compute)``, with
+``T_prep`` the samplers' measured busy time per unit.
+
+Writes ``benchmarks/results/armada.json`` (``--merge`` keeps the rows a partial
+run does not redo). Run everything (about 12 minutes)::
 
     cd benchmarks/operators && ../../.venv/bin/python armada_throughput.py --rounds 5
 """
@@ -31,12 +37,14 @@ Writes ``benchmarks/results/armada.json``. Run (about 10 minutes)::
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import statistics
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -47,7 +55,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from gnn_dataset import load_graph, write_rmat_dataset
 
-from strata.operators.samplers.schedule import balanced_train_ids
+from strata.engine.gang import GangContext, GangSpec, SharedTensors, run_gang_report
+from strata.operators.samplers import SamplerConfig
+from strata.operators.samplers.schedule import (
+    balanced_train_ids,
+    global_batches,
+    rank_batches,
+)
 from strata.operators.trainers import ModelConfig, TrainConfig
 from strata.operators.trainers.data import FEATURES, TrainingData
 from strata.operators.trainers.sampled import (
@@ -55,7 +69,12 @@ from strata.operators.trainers.sampled import (
     SampledGangTrainer,
     SamplingConfig,
 )
-from strata.operators.trainers.sampled.armada import ArmadaLayout
+from strata.operators.trainers.sampled.armada import (
+    ArmadaLayout,
+    ArmadaPlan,
+    ArmadaSource,
+    armada_rank,
+)
 from strata.operators.trainers.sampled.structure import sampler_structure
 from strata.partition import resolve
 from strata.storage.features import InMemoryFeatureStore
@@ -230,13 +249,163 @@ def _structure_rows_of(
                 "met": grem["max_bytes"] < full,
                 "command": (
                     "cd benchmarks/operators && ../../.venv/bin/python "
-                    f"armada_throughput.py --rounds 0 --structure-k {k}"
+                    f"armada_throughput.py --rounds 0 --pipeline-rounds 0 "
+                    f"--structure-k {k} --merge"
                 ),
                 "note": (
                     "Exact counts: a sampler keeps the in-edges of the 1-hop "
                     "in-closure of the seeds of the trainer it serves (M = N: "
                     "sampler s serves trainer s), plus an int64 indptr over all "
                     f"{graph.num_nodes} ids. {others}."
+                ),
+            }
+        )
+    return rows
+
+
+@dataclass(frozen=True)
+class _Shared:
+    """The arrays a sampler reads, in shared memory."""
+
+    shared: SharedTensors
+    num_nodes: int
+
+    def array(self, name: str) -> np.ndarray:
+        return self.shared[name].numpy()
+
+    def graph(self) -> Any:
+        from strata.storage import CSRGraph
+
+        return CSRGraph(
+            indptr=self.array("graph.indptr"),
+            indices=self.array("graph.indices"),
+            num_nodes=self.num_nodes,
+        )
+
+
+def _sleepy_trainer(
+    plan: ArmadaPlan,
+    data: _Shared,
+    compute_s: float,
+    ctx: GangContext,
+    source: ArmadaSource,
+    group: Any,
+) -> dict[str, Any]:
+    """A trainer whose step is a fixed sleep; times epochs 1.. (epoch 0 warms)."""
+    train_ids, rank_of = data.array("train_ids"), data.array("rank_of")
+    start = 0.0
+    batches = 0
+    for epoch in range(plan.epochs):
+        if epoch == 1:
+            source.counters()  # restart the waits' count: epochs 1.. only
+            start = time.perf_counter()
+        steps = global_batches(train_ids, plan.seed, epoch, plan.batch_size)
+        for item in source.epoch(epoch, rank_batches(steps, rank_of, source.trainer)):
+            if item.blocks is not None:
+                time.sleep(compute_s)
+                batches += epoch >= 1
+    seconds = time.perf_counter() - start
+    return {
+        "batches_per_s": batches / seconds,
+        "recv_wait_s": source.counters()["recv_wait_s"],
+    }
+
+
+def _pipeline_worker(
+    ctx: GangContext, plan: ArmadaPlan, data: _Shared, compute_s: float
+) -> Any:
+    train = functools.partial(_sleepy_trainer, plan, data, compute_s)
+    return armada_rank(ctx, plan, data, train)
+
+
+def _pipeline_rows(args: argparse.Namespace, meta: dict[str, Any]) -> list[Any]:
+    """grem.md D1: measured batches/s against min(M / T_prep, N / T_compute)."""
+    graph = load_graph(args.data_dir)
+    train_ids = np.sort(np.load(args.data_dir / "train_ids.npy"))
+    rank_of = np.full(graph.num_nodes, -1, dtype=np.int32)
+    rank_of[train_ids] = 0
+    arrays = {
+        "graph.indptr": graph.indptr,
+        "graph.indices": graph.indices,
+        "train_ids": train_ids,
+        "rank_of": rank_of,
+    }
+    compute_s, delay_s = args.pipeline_compute_s, args.pipeline_prep_s
+    found: dict[int, list[dict[str, Any]]] = {m: [] for m in args.pipeline_samplers}
+    with SharedTensors.from_arrays(
+        {k: torch.from_numpy(np.array(v)) for k, v in arrays.items()}
+    ) as shared:
+        data = _Shared(shared, graph.num_nodes)
+        for r in range(args.pipeline_rounds):
+            for m in args.pipeline_samplers:
+                plan = ArmadaPlan(
+                    layout=ArmadaLayout(m, 1),
+                    epochs=3,
+                    batch_size=1024,
+                    seed=0,
+                    sampler=SamplerConfig(fanouts=(10, 5)),
+                    prep_delay_s=delay_s,
+                )
+                spec = GangSpec(
+                    workers=m + 1, device="cpu", timeout_s=600, threads_per_worker=1
+                )
+                report = run_gang_report(_pipeline_worker, spec, plan, data, compute_s)
+                samplers, trainer = report.results[:m], report.results[m]
+                # Per-unit preparation time: the samplers' busy time per unit.
+                busy = sum(x["loop_s"] - x["send_blocked_s"] for x in samplers)
+                units = sum(x["batches"] for x in samplers)
+                t_prep = busy / units
+                predicted = min(m / t_prep, 1 / compute_s)
+                result = {
+                    "round": r,
+                    "samplers": m,
+                    "measured": trainer["batches_per_s"],
+                    "predicted": predicted,
+                    "t_prep_s": t_prep,
+                    "recv_wait_s": trainer["recv_wait_s"],
+                    "send_blocked_s": sum(x["send_blocked_s"] for x in samplers),
+                }
+                found[m].append(result)
+                print(json.dumps({"pipeline": True, **result}), flush=True)
+    rows = []
+    for m, results in found.items():
+        ratios = [x["measured"] / x["predicted"] for x in results]
+        measured, m_spread = _spread([x["measured"] for x in results])
+        predicted, p_spread = _spread([x["predicted"] for x in results])
+        rows.append(
+            {
+                "work": (
+                    f"Armada pipeline model (grem.md D1): {m} sampler(s) + 1 trainer "
+                    f"whose step sleeps {compute_s * 1e3:.0f} ms, samplers sample "
+                    f"RMAT-{meta['scale']} batches of 1024 (10, 5) and wait "
+                    f"{delay_s * 1e3:.0f} ms more per unit"
+                ),
+                "metric": "trainer batches/s",
+                "better": "higher",
+                "strata": measured,
+                "strata_spread": m_spread,
+                "peer": "prediction min(M / T_prep, N / T_compute)",
+                "peer_value": predicted,
+                "peer_spread": p_spread,
+                "ratio": measured / predicted,
+                "target": "within 0.8 .. 1.2 of the prediction",
+                "met": all(0.8 <= x <= 1.2 for x in ratios),
+                "command": (
+                    "cd benchmarks/operators && ../../.venv/bin/python "
+                    "armada_throughput.py --rounds 0 --structure-k --pipeline-rounds "
+                    f"{args.pipeline_rounds} --merge"
+                ),
+                "note": (
+                    f"{args.pipeline_rounds} rounds; per-round measured/predicted "
+                    f"{[round(x, 3) for x in ratios]}; T_prep (sampler busy time per "
+                    "unit, measured: loop seconds minus send_blocked_s) "
+                    f"{[round(x['t_prep_s'] * 1e3, 1) for x in results]} ms; trainer "
+                    f"recv_wait_s {[round(x['recv_wait_s'], 2) for x in results]}, "
+                    "samplers' send_blocked_s "
+                    f"{[round(x['send_blocked_s'], 2) for x in results]} (3 epochs, "
+                    "epochs 1-2 timed). Sleeps stand in for compute and preparation "
+                    "so the model is checked, not this machine's 2 cores "
+                    "(grem.md pitfall 8)."
                 ),
             }
         )
@@ -292,6 +461,13 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=RESULTS)
     parser.add_argument("--one", choices=["colocated", "armada"], default=None)
     parser.add_argument("--structure-k", type=int, nargs="*", default=[2, 4])
+    parser.add_argument("--pipeline-rounds", type=int, default=3)
+    parser.add_argument(
+        "--merge", action="store_true", help="keep --out's rows this run does not redo"
+    )
+    parser.add_argument("--pipeline-samplers", type=int, nargs="+", default=[1, 2, 3])
+    parser.add_argument("--pipeline-compute-s", type=float, default=0.010)
+    parser.add_argument("--pipeline-prep-s", type=float, default=0.020)
     args = parser.parse_args()
     args.data_dir = args.data_dir or Path(f"/tmp/strata-bench/rmat{args.scale}")
     if args.one:  # a child: one fit, one JSON line
@@ -320,11 +496,21 @@ def main() -> None:
         for policy in args.policies
         if args.rounds
     ]
-    rows += _structure_rows(args, meta)
+    if args.structure_k:
+        rows += _structure_rows(args, meta)
+    if args.pipeline_rounds:
+        rows += _pipeline_rows(args, meta)
+    document: dict[str, Any] = {"topic": "armada", "rows": rows, "runs": runs}
+    if args.merge and args.out.exists():
+        # Keep the rows (and throughput runs) this run did not redo.
+        old = json.loads(args.out.read_text())
+        works = {row["work"] for row in rows}
+        kept = [row for row in old["rows"] if row["work"] not in works]
+        document["rows"] = kept + rows
+        if not args.rounds:
+            document["runs"] = old.get("runs", {})
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(
-        json.dumps({"topic": "armada", "rows": rows, "runs": runs}, indent=2) + "\n"
-    )
+    args.out.write_text(json.dumps(document, indent=2) + "\n")
     print(json.dumps(rows, indent=2))
 
 
@@ -368,7 +554,7 @@ def _row(
     command = (
         "cd benchmarks/operators && ../../.venv/bin/python armada_throughput.py "
         f"--rounds {args.rounds} --epochs {epochs} --threads {args.threads} "
-        f"--policies {' '.join(args.policies)}"
+        f"--policies {' '.join(args.policies)} --structure-k --pipeline-rounds 0"
     )
     return {
         "work": (

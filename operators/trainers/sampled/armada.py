@@ -153,6 +153,10 @@ class ArmadaPlan:
         sampler: fan-outs and replacement.
         channel: queue bound (``hwm`` messages at each end of each channel) and
             deadlines of the channels.
+        prep_delay_s: extra seconds a sampler waits per unit, standing for
+            preparation work it does not do here (gathering on a bigger
+            graph); benchmarks use it to check the pipeline model on a 2-core
+            machine (``grem.md`` D1). 0 in training.
     """
 
     layout: ArmadaLayout
@@ -163,6 +167,7 @@ class ArmadaPlan:
     channel: ChannelConfig = field(
         default_factory=lambda: ChannelConfig(hwm=2, timeout_s=300.0)
     )
+    prep_delay_s: float = 0.0
 
     def steps(self, num_train: int) -> int:
         """Global batches per epoch."""
@@ -315,12 +320,14 @@ def run_sampler(
 
     Returns:
         The sampler's counters (``batches``, ``sample_s``, ``send_blocked_s``,
-        ``ship_bytes``, ``structure_bytes``, ...).
+        ``ship_bytes``, ``structure_bytes``, ``loop_s``: seconds of the epochs'
+        loop, so ``loop_s - send_blocked_s`` is its busy time, ...).
     """
     layout = plan.layout
     sampler = structure.sampler(plan.sampler, plan.seed)
     steps = plan.steps(train_ids.size)
     batches, sample_s = 0, 0.0
+    loop_start = time.perf_counter()
     for epoch in range(plan.epochs):
         for index, batch in enumerate(
             global_batches(train_ids, plan.seed, epoch, plan.batch_size)
@@ -336,11 +343,14 @@ def run_sampler(
                 blocks = sampler.sample(seeds, epoch, index)
                 took = time.perf_counter() - start
                 sample_s += took
+                if plan.prep_delay_s:
+                    time.sleep(plan.prep_delay_s)
                 senders[trainer].send((epoch, index), _unit(seeds, took, blocks))
                 batches += 1
             ctx.heartbeat(
                 f"sampler {sampler_index}: epoch {epoch} batch {index}/{steps}"
             )
+    loop_s = time.perf_counter() - loop_start
     for sender in senders.values():
         sender.end((plan.epochs, 0))
     for sender in senders.values():
@@ -350,6 +360,7 @@ def run_sampler(
         "trainers": sorted(senders),
         "batches": batches,
         "sample_s": sample_s,
+        "loop_s": loop_s,
         "send_blocked_s": sum(s.counters.blocked_s for s in senders.values()),
         "ship_bytes": sum(s.counters.bytes for s in senders.values()),
         "structure_bytes": structure.structure_bytes,
