@@ -152,7 +152,10 @@ class ArmadaPlan:
         seed: the run's seed (sampler key and batch order).
         sampler: fan-outs and replacement.
         channel: queue bound (``hwm`` messages at each end of each channel) and
-            deadlines of the channels.
+            deadlines of the channels. ``linger_s`` should match ``timeout_s``:
+            a sampler that has sent its last unit waits that long for its
+            trainers to read everything (they may be several steps behind);
+            closing earlier would drop what they have not read.
         prep_delay_s: extra seconds a sampler waits per unit, standing for
             preparation work it does not do here (gathering on a bigger
             graph); benchmarks use it to check the pipeline model on a 2-core
@@ -165,7 +168,7 @@ class ArmadaPlan:
     seed: int
     sampler: SamplerConfig
     channel: ChannelConfig = field(
-        default_factory=lambda: ChannelConfig(hwm=2, timeout_s=300.0)
+        default_factory=lambda: ChannelConfig(hwm=2, timeout_s=300.0, linger_s=300.0)
     )
     prep_delay_s: float = 0.0
 
@@ -514,7 +517,11 @@ def plan_of(inputs: RankInputs) -> ArmadaPlan:
         batch_size=sampling.batch_size,
         seed=config.seed,
         sampler=SamplerConfig(sampling.fanouts, sampling.replace),
-        channel=ChannelConfig(hwm=2, timeout_s=gang.collective_timeout_s),
+        channel=ChannelConfig(
+            hwm=2,
+            timeout_s=gang.collective_timeout_s,
+            linger_s=gang.collective_timeout_s,
+        ),
     )
 
 
