@@ -130,7 +130,9 @@ def _join(setup: WorkerSetup, sender: _Sender) -> GangContext:
         rank=setup.rank,
         world_size=setup.world_size,
         timeout=timedelta(seconds=setup.collective_timeout_s),
-        device_id=device if device.type == "cuda" else None,
+        # Binding the device lets NCCL connect eagerly; a gloo gang on GPUs
+        # stays unbound, or torch would split its NCCL subgroups from gloo.
+        device_id=device if setup.backend == "nccl" else None,
     )
     context = GangContext(
         rank=setup.rank,

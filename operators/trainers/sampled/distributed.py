@@ -287,6 +287,9 @@ class SampledGangTrainer(GangRunStep):
         return GangSpec(
             workers=gang.processes,
             device=gang.device,
+            # Sampler ranks share the trainers' GPUs but never reduce on them:
+            # the gang's group is gloo, the trainers' own subgroup NCCL.
+            backend="gloo" if gang.samplers else None,
             timeout_s=gang.timeout_s,
             collective_timeout_s=gang.collective_timeout_s,
             threads_per_worker=threads,
