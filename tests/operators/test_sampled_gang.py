@@ -272,3 +272,15 @@ def test_prefetch_queue_stays_under_its_byte_limit(cora: Any):
 
     assert peak(limit) <= limit
     assert peak(1 << 40) > limit
+
+
+def test_trainers_that_derive_different_batches_fail_loudly():
+    import gang_order_workers as workers
+
+    from strata.engine.gang import GangSpec, run_gang
+
+    spec = GangSpec(workers=2, device="cpu", timeout_s=120)
+    same = run_gang(workers.derive, spec, [7, 7])
+    assert same[0] == same[1]
+    with pytest.raises(GangError, match="epoch schedule in trainer rank"):
+        run_gang(workers.derive, spec, [7, 8])

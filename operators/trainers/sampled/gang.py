@@ -33,6 +33,7 @@ trainer rank 0, the final weights and the per-step losses.
 
 from __future__ import annotations
 
+import hashlib
 import math
 import threading
 import time
@@ -374,6 +375,7 @@ def train_rank(
         set_epoch_lr(optimizer, config.lr, config.schedule, epoch, config.epochs)
         batches, my_batches = plan(epoch)
         sizes = [b.size for b in batches]
+        order_digest = _check_same_order(ctx, group, rank, epoch, batches)
         router.reset()
         fill0 = cache.fill.snapshot()
         ahead = _Lookahead(schedule_for, cache, fetcher, epoch + 1, config.epochs)
@@ -455,6 +457,7 @@ def train_rank(
         counters.update(
             {
                 "epoch": epoch,
+                "order_digest": f"{order_digest:016x}",
                 "train_s": train_s,
                 "compute_s": compute_s,
                 "sample_s": sample_s,
@@ -636,18 +639,52 @@ def _group_kwargs(group: Any) -> dict[str, Any]:
     return {} if group is None else {"group": group}
 
 
-def _all_reduce(ctx: GangContext, tensor: torch.Tensor, group: Any) -> None:
+def _check_same_order(
+    ctx: GangContext,
+    group: Any,
+    rank: int,
+    epoch: int,
+    batches: list[np.ndarray],
+) -> int:
+    """The epoch's global batches' digest, checked equal on every trainer.
+
+    Every rank derives the global batches from the seed and the training ids on
+    its own; a rank that derived others (another seed, other training ids)
+    would train on a different schedule silently. One small all-reduce per
+    epoch (the max of the digest and of its negation) catches it.
+    """
+    hasher = hashlib.blake2b(digest_size=8)
+    for batch in batches:
+        hasher.update(np.int64(batch.size).tobytes())
+        hasher.update(np.ascontiguousarray(batch, dtype="<i8").tobytes())
+    digest = int.from_bytes(hasher.digest(), "little", signed=True)
+    both = torch.tensor([digest, -digest], dtype=torch.int64)
+    _all_reduce(ctx, both, group, op="max")
+    if int(both[0]) != digest or int(both[1]) != -digest:
+        raise RuntimeError(
+            f"epoch schedule in trainer rank {rank}, epoch {epoch}: expected the "
+            f"global batches every trainer derived, got digest {digest:016x} here "
+            "and another elsewhere. Hint: every rank needs the same seed and "
+            "training ids"
+        )
+    return digest & ((1 << 64) - 1)
+
+
+def _all_reduce(
+    ctx: GangContext, tensor: torch.Tensor, group: Any, op: str = "sum"
+) -> None:
     """Sum ``tensor`` in place over the trainers (every rank when ``group`` is None).
 
     NCCL reduces device tensors only, so the sum runs on the rank's device.
     """
     on_device = tensor.to(ctx.device)
     if group is None:
-        ctx.all_reduce(on_device)
+        ctx.all_reduce(on_device, op="max" if op == "max" else "sum")
     else:
         import torch.distributed as dist
 
-        dist.all_reduce(on_device, group=group)
+        reduce = dist.ReduceOp.MAX if op == "max" else dist.ReduceOp.SUM
+        dist.all_reduce(on_device, op=reduce, group=group)
     tensor.copy_(on_device.cpu())
 
 
