@@ -65,6 +65,7 @@ MODES = {
     "d": "cache + prefetch",
 }
 TRAFFIC = ("rows", "bytes", "requests")
+ROW_KINDS = ("throughput", "ideal", "stall", "traffic", "r5")
 
 
 def fit_mode(data: Any, mode: str, args: argparse.Namespace) -> SampledGangResult:
@@ -111,7 +112,7 @@ def summarize(
     def per_batch(key: str) -> float:
         """Mean over ranks and warm epochs of ``key`` seconds per batch."""
         values = [r["epochs"][e][key] for r in ranks for e in range(1, epochs)]
-        return statistics.mean(values) / steps
+        return float(statistics.mean(values)) / steps
 
     totals = run.report["totals"]
     setup_fill = {
@@ -244,6 +245,11 @@ def rows(found: dict[str, Any], args: argparse.Namespace) -> list[dict[str, Any]
         "d": f"cache + prefetch ({cache}, depth {args.prefetch})",
     }
     out: list[dict[str, Any]] = []
+
+    def add(kind: str, row: dict[str, Any]) -> None:
+        if kind in args.only:
+            out.append(row)
+
     profile = "; ".join(
         f"({mode}) per batch: compute {median(mode, 'T_compute') * 1e3:.1f} ms, "
         f"gather {median(mode, 'T_gather') * 1e3:.1f} ms, sample "
@@ -261,7 +267,8 @@ def rows(found: dict[str, Any], args: argparse.Namespace) -> list[dict[str, Any]
         per_round = ratio_per_round(mode)
         target = ">= 1.3" if mode == "d" else "report"
         ratio = med / a_med
-        out.append(
+        add(
+            "throughput",
             {
                 "work": f"({mode}) {label[mode]} vs (a) on-demand, {work}",
                 "metric": "epoch throughput, seeds/s (mean of epochs 1..)",
@@ -279,7 +286,7 @@ def rows(found: dict[str, Any], args: argparse.Namespace) -> list[dict[str, Any]
                     f"{rounds} interleaved rounds; per-round ratios "
                     f"{[round(r, 3) for r in per_round]}. {profile}"
                 ),
-            }
+            },
         )
     # (d) against the ideal speed-up (T_c + T_f) / max(T_c, T_f').
     ideals, ideals_s, achieved = [], [], []
@@ -298,7 +305,22 @@ def rows(found: dict[str, Any], args: argparse.Namespace) -> list[dict[str, Any]
     sleeps = [f["T_net"] for f in fits["a"]]
     bound = [w / (w - z) for w, z in zip(serial, sleeps, strict=True)]
     med, spread = _spread(of_ideal)
-    out.append(
+    ideal_med = statistics.median(ideals)
+    serial_a = median("a", "T_compute") + median("a", "T_gather")
+    caveat = ""
+    if ideal_med < 1.3:
+        # The ideal uses (d)'s own prefetcher time, measured under the same CPU
+        # contention; when it is this low the ratio is met by the letter only.
+        caveat = (
+            f" CAVEAT: the ideal itself is {ideal_med:.3f} (median; below 1 in "
+            f"{sum(i < 1 for i in ideals)} of {len(ideals)} rounds): T_f' = "
+            f"{median('d', 'T_gather') * 1e3:.1f} ms per batch in (d) against "
+            f"T_c + T_f = {serial_a * 1e3:.1f} ms in (a), so this ratio says (d) "
+            f"ran near what its slow prefetcher allowed, not that it sped training "
+            f"up."
+        )
+    add(
+        "ideal",
         {
             "work": f"(d) {label['d']}: speed-up over (a) against the ideal, {work}",
             "metric": "((d)/(a) seeds/s) / ideal (T_c + T_f) / max(T_c, T_f')",
@@ -322,9 +344,9 @@ def rows(found: dict[str, Any], args: argparse.Namespace) -> list[dict[str, Any]
                 f"ms of its {statistics.median(serial) * 1e3:.1f} ms serial work per "
                 f"batch (compute + gather + sample): hiding only the sleeps (no "
                 f"spare core: 2 trainers + 2 servers on 2 cores) bounds the "
-                f"speed-up at {[round(b, 3) for b in bound]}"
+                f"speed-up at {[round(b, 3) for b in bound]}.{caveat}"
             ),
-        }
+        },
     )
     # Trainer stall in (d) against (a)'s fetch time (the criterion applies when
     # T_c >= T_f in (a)).
@@ -334,7 +356,8 @@ def rows(found: dict[str, Any], args: argparse.Namespace) -> list[dict[str, Any]
     f_med, f_spread = _spread(fetch)
     tc_med = median("a", "T_compute")
     applies = tc_med >= f_med
-    out.append(
+    add(
+        "stall",
         {
             "work": f"(d) {label['d']}: trainer stall per batch vs (a)'s fetch, {work}",
             "metric": "seconds per batch",
@@ -357,7 +380,7 @@ def rows(found: dict[str, Any], args: argparse.Namespace) -> list[dict[str, Any]
                     "only says it was not shown)"
                 )
             ),
-        }
+        },
     )
 
     # Traffic per epoch of each mode (all ranks; misses + fills, setup fill
@@ -377,7 +400,8 @@ def rows(found: dict[str, Any], args: argparse.Namespace) -> list[dict[str, Any]
                 f"{median(mode, 'coverage'):.3f} (epochs 1.., both ranks)."
             )
         agree = all(f["traffic_agrees"] for f in fits[mode] + fits["a"])
-        out.append(
+        add(
+            "traffic",
             {
                 "work": f"({mode}) {label[mode]}: remote rows per epoch, {work}",
                 "metric": "remote rows per epoch (misses + fills, both ranks)",
@@ -402,10 +426,11 @@ def rows(found: dict[str, Any], args: argparse.Namespace) -> list[dict[str, Any]
                     f"{cache_note}"
                     f" Client counters equal the servers' in every fit: {agree}."
                 ),
-            }
+            },
         )
     same = all(found["losses_equal"])
-    out.append(
+    add(
+        "r5",
         {
             "work": (
                 f"R5: per-step losses of modes {', '.join(args.modes)}, "
@@ -423,7 +448,7 @@ def rows(found: dict[str, Any], args: argparse.Namespace) -> list[dict[str, Any]
             "met": same,
             "command": command,
             "note": "asserted in the benchmark: (a) == (b) == (c) == (d) per step",
-        }
+        },
     )
     return out
 
@@ -460,6 +485,13 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--modes", default="abcd")
     parser.add_argument("--out", type=Path, default=RESULTS)
     parser.add_argument("--no-write", action="store_true")
+    parser.add_argument(
+        "--only",
+        nargs="+",
+        choices=ROW_KINDS,
+        default=list(ROW_KINDS),
+        help="which rows to write (the extra configurations keep the headline)",
+    )
     parser.add_argument(
         "--key",
         default="",
