@@ -6,7 +6,8 @@
   training on a gang (:class:`SampledGangConfig`): a feature server per part,
   RapidGNN's schedule-driven cache (:mod:`.cache`, :mod:`.rows`) and prefetch,
   and Armada's sampler workers apart from the trainers (:mod:`.armada`).
-* :mod:`.gang`: one trainer rank's loop, shared by both modes.
+* :mod:`.gang`: one trainer rank's loop, shared by both modes; its blocks come
+  from a :mod:`.source`, its inputs and result are :mod:`.inputs`.
 """
 
 from strata.operators.trainers.sampled.config import NetworkConfig, SampledGangConfig

@@ -66,6 +66,7 @@ from strata.engine.net import ChannelConfig, Kind, Message, Receiver, Sender
 from strata.operators.errors import OperatorError
 from strata.operators.samplers import Block, SamplerConfig
 from strata.operators.samplers.schedule import global_batches
+from strata.operators.trainers.sampled.source import SampledBlocks
 from strata.operators.trainers.sampled.structure import (
     SamplerStructure,
     sampler_structure,
@@ -73,11 +74,7 @@ from strata.operators.trainers.sampled.structure import (
 from strata.storage import CSRGraph
 
 if TYPE_CHECKING:
-    from strata.operators.trainers.sampled.gang import (
-        RankInputs,
-        RankResult,
-        SampledBlocks,
-    )
+    from strata.operators.trainers.sampled.inputs import RankInputs, RankResult
 
 __all__ = [
     "ArmadaLayout",
@@ -222,8 +219,6 @@ class ArmadaSource:
             OperatorError: a unit arrived out of order or with other seeds.
             ChannelTimeout: a sampler sent nothing within the deadline.
         """
-        from strata.operators.trainers.sampled.gang import SampledBlocks
-
         for index, seeds in enumerate(batches):
             if seeds.size == 0:
                 yield SampledBlocks(epoch, index, seeds, None, 0.0)

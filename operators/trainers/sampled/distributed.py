@@ -76,11 +76,8 @@ from strata.operators.trainers.gang_step import GangRunStep
 from strata.operators.trainers.inference import layerwise_inference
 from strata.operators.trainers.records import EpochRecord, TrainResult
 from strata.operators.trainers.sampled.config import SampledGangConfig
-from strata.operators.trainers.sampled.gang import (
-    RankInputs,
-    RankResult,
-    colocated_worker,
-)
+from strata.operators.trainers.sampled.gang import colocated_worker
+from strata.operators.trainers.sampled.inputs import RankInputs, RankResult
 from strata.operators.trainers.sampled.trainer import SamplingConfig
 from strata.operators.trainers.tasks import NodeClassification, check_task_support
 from strata.partition import resolve

@@ -38,14 +38,14 @@ import math
 import threading
 import time
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 
-from strata.engine.gang import GangContext, GradientAllReducer, SharedTensors
+from strata.engine.gang import GangContext, GradientAllReducer
 from strata.operators.layers import BasicGNN
 from strata.operators.samplers import Block, NeighborSampler, SamplerConfig
 from strata.operators.samplers.schedule import (
@@ -66,155 +66,19 @@ from strata.operators.trainers.sampled.cache import (
     RemoteRowCache,
 )
 from strata.operators.trainers.sampled.config import SampledGangConfig
+from strata.operators.trainers.sampled.inputs import RankInputs, RankResult
 from strata.operators.trainers.sampled.rows import RowRouter
-from strata.operators.trainers.sampled.trainer import SamplingConfig
-from strata.storage import CSRGraph
-from strata.storage.features.server import attach_partition
+from strata.operators.trainers.sampled.source import (
+    BlockSource,
+    LocalBlockSource,
+    SampledBlocks,
+)
 from strata.storage.features.traffic import Traffic
 
 if TYPE_CHECKING:
     from strata.storage.features.remote import RemoteFeatureStore
 
-__all__ = [
-    "BlockSource",
-    "LocalBlockSource",
-    "RankInputs",
-    "RankResult",
-    "SampledBlocks",
-    "colocated_worker",
-    "train_rank",
-]
-
-
-@dataclass(frozen=True, slots=True, eq=False)
-class SampledBlocks:
-    """One rank's part of one global batch: its seeds and their blocks.
-
-    Attributes:
-        epoch: the epoch.
-        batch_index: the global batch's index in its epoch.
-        seeds: the rank's seeds of the batch (possibly none).
-        blocks: the sampled blocks, in layer order (``None`` without seeds).
-        sample_s: seconds sampling took (where it happened).
-    """
-
-    epoch: int
-    batch_index: int
-    seeds: np.ndarray
-    blocks: list[Block] | None
-    sample_s: float = 0.0
-
-
-class BlockSource(Protocol):
-    """Where a trainer rank's sampled blocks come from."""
-
-    def epoch(self, epoch: int, batches: list[np.ndarray]) -> Iterator[SampledBlocks]:
-        """The rank's part of every global batch of ``epoch``, in order.
-
-        ``batches`` are this rank's seeds per global batch (the source may
-        sample them, or check that what it receives matches them).
-        """
-        ...
-
-    def counters(self) -> dict[str, float]:
-        """The source's own counters (e.g. seconds spent waiting on samplers)."""
-        ...
-
-
-class LocalBlockSource:
-    """The colocated mode: the rank samples its seeds itself (rank-free keys)."""
-
-    def __init__(self, sampler: NeighborSampler) -> None:
-        self.sampler = sampler
-
-    def epoch(self, epoch: int, batches: list[np.ndarray]) -> Iterator[SampledBlocks]:
-        """Sample every batch of ``epoch`` as it is asked for."""
-        for index, seeds in enumerate(batches):
-            start = time.perf_counter()
-            blocks = self.sampler.sample(seeds, epoch, index) if seeds.size else None
-            yield SampledBlocks(
-                epoch, index, seeds, blocks, time.perf_counter() - start
-            )
-
-    def counters(self) -> dict[str, float]:
-        """Nothing beyond the trainer's own counters."""
-        return {}
-
-
-@dataclass(frozen=True, slots=True)
-class RankInputs:
-    """What every process of a sampled gang gets (pickled once per process).
-
-    Arrays travel in ``shared`` (one shared-memory segment): ``train_ids`` (all
-    training vertices, sorted), ``rank_of`` (the trainer of each training
-    vertex, -1 elsewhere), ``owner`` (the part of every vertex), ``degree``
-    (in-degree, for the top-degree cache), per part ``x.{p}`` / ``y.{p}`` (its
-    rows in ascending id order) and, where ranks sample, ``graph.indptr`` /
-    ``graph.indices`` (the out-CSR).
-    """
-
-    shared: SharedTensors
-    config: TrainConfig
-    sampling: SamplingConfig
-    gang: SampledGangConfig
-    num_nodes: int
-    num_features: int
-    num_classes: int
-    endpoints: Mapping[int, str] = field(default_factory=dict)
-    server_names: Mapping[int, str] = field(default_factory=dict)
-    layouts: Mapping[int, Mapping[str, Any]] = field(default_factory=dict)
-    structure_on_trainers: bool = True
-
-    def array(self, name: str) -> np.ndarray:
-        """One shared array as numpy (no copy)."""
-        return self.shared[name].numpy()
-
-    def local_tables(self, part: int) -> dict[str, np.ndarray]:
-        """Part ``part``'s rows (``x``, ``y``) in ascending id order, mapped here.
-
-        With feature servers they are the servers' own shared segments
-        (:func:`~strata.storage.features.server.attach_partition`); a one-part
-        run keeps them in ``shared``.
-        """
-        if part in self.layouts:
-            return attach_partition(self.layouts[part])[1]
-        return {"x": self.array(f"x.{part}"), "y": self.array(f"y.{part}")}
-
-    def graph(self) -> CSRGraph:
-        """The graph (shared arrays; its in-adjacency is computed here)."""
-        return CSRGraph(
-            indptr=self.array("graph.indptr"),
-            indices=self.array("graph.indices"),
-            num_nodes=self.num_nodes,
-        )
-
-    def trainer_rank(self, gang_rank: int) -> int:
-        """The trainer index of a gang rank (samplers come first)."""
-        return gang_rank - self.gang.samplers
-
-
-@dataclass(frozen=True, slots=True)
-class RankResult:
-    """What one trainer rank returns.
-
-    Attributes:
-        rank: the trainer index.
-        epochs: per epoch, the rank's counters (traffic, cache, times, waits).
-        step_losses: per epoch, the global batch's mean loss of every step (the
-            same on every rank: all-reduced).
-        epoch_losses: per epoch, the mean loss over every training seed.
-        train_correct: per epoch, correct training predictions (all ranks).
-        state: trainer rank 0's final weights (``None`` elsewhere).
-        setup: setup counters (label fetch, first schedule and cache fill).
-    """
-
-    rank: int
-    epochs: list[dict[str, Any]]
-    step_losses: list[list[float]]
-    epoch_losses: list[float]
-    train_correct: list[int]
-    state: dict[str, torch.Tensor] | None
-    setup: dict[str, Any]
+__all__ = ["colocated_worker", "make_cache", "train_rank"]
 
 
 @dataclass(slots=True, eq=False)
