@@ -15,7 +15,8 @@ from strata.storage.features.gather import alloc_rows, gather_rows, validate_ids
 from strata.storage.features.memory import InMemoryFeatureStore
 from strata.storage.features.network import NetworkModel
 from strata.storage.features.remote import FeatureServerTimeout, RemoteFeatureStore
-from strata.storage.features.server import FeatureServer, FeatureServerGroup
+from strata.storage.features.server import FeatureServer
+from strata.storage.features.server_group import FeatureServerGroup
 from strata.storage.features.store import FeatureSchema, FeatureStore, Key
 from strata.storage.features.traffic import InProcessOwners, OwnerFetcher, Traffic
 from strata.storage.features.wire import FrameError

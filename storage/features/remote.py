@@ -66,7 +66,7 @@ from strata.storage.features.wire import (
 )
 
 if TYPE_CHECKING:
-    from strata.storage.features.server import FeatureServerGroup
+    from strata.storage.features.server_group import FeatureServerGroup
 
 __all__ = ["FeatureServerTimeout", "RemoteFeatureStore"]
 

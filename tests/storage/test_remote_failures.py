@@ -39,8 +39,10 @@ OWNER = np.arange(N) % PARTS
 
 
 def _shm():
-    # Only feature-server segments: other tests (and other users) come and go.
-    return {name for name in os.listdir("/dev/shm") if name.startswith("sfs_")}
+    # Only this process's feature-server segments (``sfs_<pid>_...``): other
+    # processes' groups (a benchmark beside the tests) come and go.
+    mine = f"sfs_{os.getpid()}_"
+    return {name for name in os.listdir("/dev/shm") if name.startswith(mine)}
 
 
 def _gone(pid):
@@ -328,4 +330,5 @@ def test_servers_exit_when_their_parent_dies():
     info = json.loads(result.stdout.decode().splitlines()[-1])
     assert _wait_until(lambda: all(_gone(pid) for pid in info["pids"]))
     # multiprocessing's resource tracker unlinks what a killed parent leaked.
-    assert _wait_until(lambda: not set(info["shm"]) & _shm())
+    assert info["shm"]
+    assert _wait_until(lambda: not set(info["shm"]) & set(os.listdir("/dev/shm")))

@@ -82,7 +82,7 @@ from strata.operators.trainers.sampled.trainer import SamplingConfig
 from strata.operators.trainers.tasks import NodeClassification, check_task_support
 from strata.partition import resolve
 from strata.storage.features.network import NetworkModel
-from strata.storage.features.server import FeatureServerGroup
+from strata.storage.features.server_group import FeatureServerGroup
 from strata.storage.features.traffic import Traffic
 
 __all__ = ["SampledGangResult", "SampledGangTrainer"]

@@ -19,7 +19,7 @@ from strata.operators.trainers.config import TrainConfig
 from strata.operators.trainers.sampled.config import SampledGangConfig
 from strata.operators.trainers.sampled.trainer import SamplingConfig
 from strata.storage import CSRGraph
-from strata.storage.features.server import attach_partition
+from strata.storage.features.server_group import attach_partition
 
 __all__ = ["RankInputs", "RankResult"]
 

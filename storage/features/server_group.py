@@ -1,0 +1,424 @@
+"""One feature-server process per partition: :class:`FeatureServerGroup`.
+
+The group puts each partition's rows in shared memory (so a trainer can read its
+own partition's rows in place, :func:`attach_partition`) and starts one
+:class:`~strata.storage.features.server.FeatureServer` process per partition. The
+children import numpy and pyzmq only, never torch (they start in a fresh
+interpreter that skips the package ``__init__`` files), exit when their parent
+dies, and :meth:`FeatureServerGroup.close` removes every process and segment.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import secrets
+import selectors
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import weakref
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from multiprocessing import shared_memory
+from pathlib import Path
+from typing import IO, Any
+
+import numpy as np
+
+from strata.storage.errors import FeatureError
+from strata.storage.features.network import NetworkModel
+from strata.storage.features.server import FeatureServer, query_stats
+from strata.storage.features.traffic import Traffic
+from strata.storage.features.wire import (
+    MAX_FRAME_BYTES,
+    MAX_REQUEST_IDS,
+    dtype_code,
+)
+
+__all__ = ["FeatureServerGroup", "attach_partition"]
+
+# --------------------------------------------------------------- server processes
+# The child's first lines: register stand-ins for the package modules so that
+# importing this file does not run the package ``__init__`` files (which import
+# torch); submodules still load from the real folders.
+_BOOT = """
+import json, sys, types
+spec = json.loads(sys.argv[1])
+for name, path in spec["packages"]:
+    module = types.ModuleType(name)
+    module.__path__ = [path]
+    sys.modules.setdefault(name, module)
+from strata.storage.features.server_group import _child_main
+_child_main(spec)
+"""
+
+
+def _packages() -> list[tuple[str, str]]:
+    here = Path(__file__).resolve().parent
+    return [
+        ("strata", str(here.parent.parent)),
+        ("strata.storage", str(here.parent)),
+        ("strata.storage.features", str(here)),
+    ]
+
+
+def attach_partition(
+    layout: Mapping[str, Any],
+) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+    """Map one partition's shared segments read-only, in any process.
+
+    Args:
+        layout: :meth:`FeatureServerGroup.layout` of the partition (JSON-able).
+
+    Returns:
+        ``(owned_ids, tables)``; row ``i`` of each table is vertex ``owned_ids[i]``.
+    """
+
+    def mapped(segment: str, dtype: str, shape: list[int]) -> np.ndarray:
+        if int(np.prod(shape)) == 0:
+            return np.empty(shape, dtype=dtype)
+        # /dev/shm is where Linux keeps POSIX shared memory: a plain file map
+        # leaves the segment's lifetime to the group (no resource tracker here).
+        return np.memmap(
+            f"/dev/shm/{segment}", dtype=dtype, mode="r", shape=tuple(shape)
+        )
+
+    ids = layout["ids"]
+    owned = mapped(ids["segment"], "int64", [ids["rows"]])
+    tables = {
+        t["attr"]: mapped(t["segment"], t["dtype"], t["shape"])
+        for t in layout["tables"]
+    }
+    return owned, tables
+
+
+def _child_main(spec: Mapping[str, Any]) -> None:
+    """Entry of a server process: serve until stdin closes or the parent dies."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides when to stop
+    parent = os.getppid()
+    owned, tables = attach_partition(spec["layout"])
+    latency, bandwidth = spec["network"] or (0.0, float("inf"))
+    server = FeatureServer(
+        tables,
+        owned,
+        spec["layout"]["partition"],
+        endpoint=spec["endpoint"],
+        name=spec["name"],
+        network=NetworkModel(latency, bandwidth) if spec["network"] else None,
+        max_request_ids=spec["limits"][0],
+        max_frame_bytes=spec["limits"][1],
+    )
+    endpoint = server.bind()
+    ready = {"endpoint": endpoint, "pid": os.getpid(), "torch": "torch" in sys.modules}
+    sys.stdout.write(json.dumps(ready) + "\n")
+    sys.stdout.flush()
+    try:
+        server.serve(lambda: os.getppid() != parent, stop_fd=sys.stdin.fileno())
+    finally:
+        server.close()
+
+
+@dataclass(slots=True)
+class _GroupState:
+    """What a group must release, kept apart from it for the finalizer."""
+
+    procs: dict[int, subprocess.Popen[bytes]] = field(default_factory=dict)
+    logs: dict[int, IO[bytes]] = field(default_factory=dict)
+    segments: list[shared_memory.SharedMemory] = field(default_factory=list)
+    folders: list[str] = field(default_factory=list)  # of ipc:// endpoints
+
+
+def _shutdown(state: _GroupState, grace_s: float = 2.0) -> None:
+    """Stop every child (ask, terminate, kill), then unlink every segment."""
+    for proc in state.procs.values():
+        if proc.stdin is not None:
+            # A byte (or EOF) on stdin asks the child to stop; the byte also works
+            # when a forked process still holds the pipe open.
+            with contextlib.suppress(OSError):
+                proc.stdin.write(b"\n")
+                proc.stdin.flush()
+            with contextlib.suppress(OSError):
+                proc.stdin.close()
+    for action in (None, "terminate", "kill"):
+        deadline = time.monotonic() + grace_s
+        for proc in state.procs.values():
+            if proc.poll() is None and action is not None:
+                with contextlib.suppress(OSError):
+                    getattr(proc, action)()
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(max(0.0, deadline - time.monotonic()))
+    for proc in state.procs.values():
+        if proc.stdout is not None:
+            proc.stdout.close()
+    for log in state.logs.values():
+        log.close()
+    state.procs.clear()
+    state.logs.clear()
+    for segment in state.segments:
+        with contextlib.suppress(FileNotFoundError):
+            segment.unlink()
+    state.segments.clear()
+    for folder in state.folders:
+        shutil.rmtree(folder, ignore_errors=True)
+    state.folders.clear()
+
+
+class FeatureServerGroup:
+    """One :class:`FeatureServer` process per partition, tables in shared memory.
+
+    Args:
+        tables: full arrays by attribute name (row ``v`` is vertex ``v``).
+        owner: the partition of each vertex (ints ``>= 0``).
+        network: a simulated link for every server.
+        name: prefix of the servers' names (``<name>-p<part>``).
+        startup_timeout_s: deadline for every server to report ready.
+        num_parts: partitions (default ``owner.max() + 1``); one without rows
+            still gets a (empty) server.
+        max_request_ids: each server's limit on ids per request.
+        max_frame_bytes: each server's limit on bytes per frame.
+        transport: ``"tcp"`` (loopback, default) or ``"ipc"`` (Unix sockets in a
+            private folder; about 25% faster for large replies on one machine).
+
+    Attributes:
+        endpoints: ``{part: endpoint}``; ``pids``: ``{part: pid}``;
+        names: ``{part: server name}`` (for ``RemoteFeatureStore(names=...)``);
+        owner: the ``owner`` array; num_parts: the number of partitions.
+
+    Raises:
+        FeatureError: on bad input, or a server that fails to start in time (its
+            stderr is quoted); nothing is left behind.
+    """
+
+    def __init__(
+        self,
+        tables: Mapping[str, np.ndarray],
+        owner: np.ndarray,
+        *,
+        network: NetworkModel | None = None,
+        name: str = "features",
+        startup_timeout_s: float = 30.0,
+        num_parts: int | None = None,
+        max_request_ids: int = MAX_REQUEST_IDS,
+        max_frame_bytes: int = MAX_FRAME_BYTES,
+        transport: str = "tcp",
+    ) -> None:
+        where = f"FeatureServerGroup {name!r}"
+        if transport not in ("tcp", "ipc"):
+            raise FeatureError.build(
+                "transport", where, "'tcp' or 'ipc'", repr(transport)
+            )
+        owner = np.asarray(owner)
+        if (
+            owner.ndim != 1
+            or owner.dtype.kind not in "iu"
+            or (owner.size and owner.min() < 0)
+        ):
+            raise FeatureError.build(
+                "owner",
+                where,
+                "a 1-D array of partitions >= 0",
+                f"{owner.dtype} {owner.shape}",
+            )
+        parts = (
+            int(num_parts) if num_parts is not None else int(owner.max(initial=-1)) + 1
+        )
+        if owner.size and owner.max() >= parts:
+            raise FeatureError.build(
+                "owner", where, f"partitions < num_parts={parts}", str(int(owner.max()))
+            )
+        self.name = name
+        self.owner = owner
+        self.num_parts = parts
+        self.names = {p: f"{name}-p{p}" for p in range(parts)}
+        self.endpoints: dict[int, str] = {}
+        self.pids: dict[int, int] = {}
+        self.imports_torch: dict[int, bool] = {}
+        self._state = _GroupState()
+        self._finalizer = weakref.finalize(self, _shutdown, self._state)
+        try:
+            self._layouts = self._share(tables, owner, where)
+            self._start(
+                network,
+                (int(max_request_ids), int(max_frame_bytes)),
+                startup_timeout_s,
+                transport,
+            )
+        except BaseException:
+            self.close()
+            raise
+
+    def _share(
+        self, tables: Mapping[str, np.ndarray], owner: np.ndarray, where: str
+    ) -> list[dict[str, Any]]:
+        arrays = {}
+        for attr, table in tables.items():
+            array = np.asarray(table)
+            if array.ndim == 0 or array.shape[0] != owner.shape[0]:
+                raise FeatureError.build(
+                    f"table {attr!r}",
+                    where,
+                    f"{owner.shape[0]} rows",
+                    f"shape {array.shape}",
+                )
+            dtype_code(array.dtype)
+            arrays[attr] = array
+        order = np.argsort(owner, kind="stable")
+        bounds = np.concatenate(
+            [[0], np.cumsum(np.bincount(owner, minlength=self.num_parts))]
+        )
+        token = f"sfs_{os.getpid()}_{secrets.token_hex(4)}"
+        layouts = []
+        for part in range(self.num_parts):
+            ids = order[bounds[part] : bounds[part + 1]].astype(np.int64)
+            layout: dict[str, Any] = {"partition": part, "tables": []}
+            arange = np.arange(ids.size)
+            layout["ids"] = {
+                "segment": self._segment(f"{token}_{part}_ids", ids, arange),
+                "rows": ids.size,
+            }
+            for i, (attr, array) in enumerate(sorted(arrays.items())):
+                layout["tables"].append(
+                    {
+                        "attr": attr,
+                        "segment": self._segment(f"{token}_{part}_{i}", array, ids),
+                        "dtype": array.dtype.str,
+                        "shape": [ids.size, *array.shape[1:]],
+                    }
+                )
+            layouts.append(layout)
+        return layouts
+
+    def _segment(self, name: str, data: np.ndarray, rows: np.ndarray) -> str:
+        """A new segment holding ``data[rows]`` (gathered in place, no temporary)."""
+        shape = (rows.size, *data.shape[1:])
+        nbytes = data.dtype.itemsize * int(np.prod(shape, dtype=np.int64))
+        segment = shared_memory.SharedMemory(
+            name=name, create=True, size=max(1, nbytes)
+        )
+        self._state.segments.append(segment)
+        view: np.ndarray = np.ndarray(shape, dtype=data.dtype, buffer=segment.buf)
+        np.take(data, rows, axis=0, out=view)
+        del view
+        segment.close()  # children and attach() map the file; we only unlink it
+        return name
+
+    def _start(
+        self,
+        network: NetworkModel | None,
+        limits: tuple[int, int],
+        timeout_s: float,
+        transport: str,
+    ) -> None:
+        packages = _packages()
+        folder = ""
+        if transport == "ipc":
+            folder = tempfile.mkdtemp(prefix="strata-features-")
+            self._state.folders.append(folder)
+        for part in range(self.num_parts):
+            spec = {
+                "packages": packages,
+                "layout": self._layouts[part],
+                "endpoint": f"ipc://{folder}/p{part}"
+                if folder
+                else "tcp://127.0.0.1:0",
+                "name": self.names[part],
+                "network": [network.latency_s, network.bandwidth_Bps]
+                if network
+                else None,
+                "limits": list(limits),
+            }
+            log = tempfile.TemporaryFile()  # noqa: SIM115 (closed by _shutdown)
+            self._state.logs[part] = log
+            self._state.procs[part] = subprocess.Popen(
+                [sys.executable, "-c", _BOOT, json.dumps(spec)],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=log,
+            )
+        deadline = time.monotonic() + timeout_s
+        with selectors.DefaultSelector() as selector:
+            for part, proc in self._state.procs.items():
+                assert proc.stdout is not None
+                selector.register(proc.stdout, selectors.EVENT_READ, part)
+            while len(self.endpoints) < self.num_parts:
+                left = deadline - time.monotonic()
+                events = selector.select(left) if left > 0 else []
+                if not events:
+                    missing = sorted(set(self._state.procs) - set(self.endpoints))
+                    self._fail(missing[0], f"no ready message within {timeout_s} s")
+                for key, _ in events:
+                    part = key.data
+                    line = self._state.procs[part].stdout.readline()  # type: ignore[union-attr]
+                    if not line:
+                        self._fail(part, "the process exited before it was ready")
+                    ready = json.loads(line)
+                    self.endpoints[part] = ready["endpoint"]
+                    self.pids[part] = ready["pid"]
+                    self.imports_torch[part] = ready["torch"]
+                    selector.unregister(key.fileobj)
+        self.endpoints = dict(sorted(self.endpoints.items()))
+        self.pids = dict(sorted(self.pids.items()))
+
+    def _fail(self, part: int, got: str) -> None:
+        log = self._state.logs[part]
+        log.seek(0)
+        tail = log.read()[-2000:].decode("utf-8", errors="replace").strip()
+        raise FeatureError.build(
+            "startup",
+            f"feature server {self.names[part]} (partition {part})",
+            "a server ready to serve",
+            got,
+            f"its stderr: {tail}" if tail else None,
+        )
+
+    # ----------------------------------------------------------------- access
+    def layout(self, part: int) -> dict[str, Any]:
+        """Partition ``part``'s segments (JSON-able, for :func:`attach_partition`)."""
+        return self._layouts[part]
+
+    def attach(self, part: int) -> dict[str, np.ndarray]:
+        """Partition ``part``'s tables, mapped read-only, in owned-id order."""
+        return attach_partition(self._layouts[part])[1]
+
+    def owned_ids(self, part: int) -> np.ndarray:
+        """Sorted global ids partition ``part`` owns."""
+        return attach_partition(self._layouts[part])[0]
+
+    def served(self, part: int, timeout_s: float = 5.0) -> Traffic:
+        """Server ``part``'s served counters, asked over the wire (STATS)."""
+        return query_stats(self.endpoints[part], timeout_s)[0]
+
+    def refused(self, part: int, timeout_s: float = 5.0) -> int:
+        """How many requests server ``part`` refused (ERROR replies)."""
+        return query_stats(self.endpoints[part], timeout_s)[1]
+
+    def kill(self, part: int) -> None:
+        """Kill server ``part`` (SIGKILL; for failure tests); its segments stay."""
+        proc = self._state.procs[part]
+        proc.kill()
+        proc.wait(10)
+
+    def alive(self, part: int) -> bool:
+        """Whether server ``part``'s process is running."""
+        proc = self._state.procs.get(part)
+        return proc is not None and proc.poll() is None
+
+    @property
+    def segments(self) -> list[str]:
+        """Names of the shared-memory segments this group created (under /dev/shm)."""
+        return [s.name for s in self._state.segments]
+
+    def close(self) -> None:
+        """Stop every server process and unlink every segment (idempotent)."""
+        self._finalizer()
+
+    def __enter__(self) -> FeatureServerGroup:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
