@@ -27,7 +27,7 @@ serial in (a) and also moved to the prefetch thread in (d), is left out of it,
 and a variant with sampling is in the note).
 
 Writes ``benchmarks/results/rapidgnn_throughput.json`` (rows of the same work
-are replaced, others kept). Run (about 10 minutes at the default n = 200k)::
+are replaced, others kept). Run (3 minutes at the default n = 200k, quiet machine)::
 
     .venv/bin/python benchmarks/operators/run_rapidgnn_throughput.py --rounds 5
 """
