@@ -43,7 +43,7 @@ install-check:
 
 # The acceptance figures: each suite runs its peers in the same process or run and
 # writes benchmarks/results/<topic>.json; results_table.py turns them into
-# benchmarks/results/RESULTS.md, ratios.png and the README's table. About an hour
+# benchmarks/results/RESULTS.md, ratios.png and the README's table. About 1.5 hours
 # on a 2-core machine (RMAT-18 graphs; DGL needs ../dgl-env, see benchmarks/peers).
 PYTEST_BENCH := $(BIN)/python -m pytest -p no:cacheprovider -s
 bench: $(STAMP)
@@ -55,6 +55,10 @@ bench: $(STAMP)
 	OPENBLAS_NUM_THREADS=1 $(BIN)/python benchmarks/operators/streaming/run_streaming.py peers --scale 18 --batch-sizes 100 --batches 40 --write
 	$(PYTEST_BENCH) benchmarks/operators/test_planner.py -m "slow or not slow"
 	$(PYTEST_BENCH) benchmarks/operators/test_cli_startup.py -m "slow or not slow"
+	$(BIN)/python benchmarks/operators/rapidgnn_counters.py
+	$(BIN)/python benchmarks/operators/run_rapidgnn_throughput.py --rounds 5
+	cd benchmarks/operators && ../../$(BIN)/python armada_throughput.py --rounds 5 --epochs 3 --threads 2 --policies default passive
+	GREM_RESULTS=benchmarks/results/grem.json $(PYTEST_BENCH) benchmarks/partition/test_grem_acceptance.py -m large
 	$(BIN)/python benchmarks/results_table.py --readme README.md
 
 # Every benchmark at its smoke size (seconds to minutes): checks they still run.
