@@ -17,8 +17,6 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 
-import torch
-
 from strata.engine.errors import format_error
 from strata.engine.gang.context import GangContext
 
@@ -33,6 +31,7 @@ def local_gang(seed: int = 0, name: str = "local") -> Iterator[GangContext]:
         RuntimeError: a process group already exists in this process (inside a
             gang worker, run the function directly instead).
     """
+    import torch
     import torch.distributed as dist
 
     if dist.is_initialized():
