@@ -15,9 +15,28 @@ from typing import Any, Protocol
 import torch
 
 from strata.engine import Emit, Operator, StepContext
+from strata.operators.errors import check
+from strata.operators.trainers.config import TrainConfig
 from strata.operators.trainers.records import EpochRecord, TrainResult
+from strata.operators.trainers.tasks import NodeClassification, check_task_support
 
-__all__ = ["GangRun", "GangRunStep"]
+__all__ = ["GangRun", "GangRunStep", "check_gang_trainable"]
+
+
+def check_gang_trainable(config: TrainConfig, where: str, hint: str) -> None:
+    """Raise unless a gang trains ``config``: node classification, a layer stack.
+
+    ``hint`` says where a user's own module trains instead.
+    """
+    check_task_support(config.task, (NodeClassification,), where)
+    check(
+        config.model.module is None,
+        "model.module",
+        where,
+        "a layer stack (model.name or model.layer)",
+        "a user's module",
+        hint,
+    )
 
 
 class GangRun(Protocol):

@@ -65,7 +65,7 @@ from strata.engine.gang import (
     gang_step,
     local_gang,
 )
-from strata.operators.errors import OperatorError, check
+from strata.operators.errors import OperatorError
 from strata.operators.layers import BasicGNN
 from strata.operators.trainers.config import TrainConfig
 from strata.operators.trainers.data import (
@@ -103,9 +103,8 @@ from strata.operators.trainers.distributed.partition_parallel import (
     PartitionParallelEngine,
 )
 from strata.operators.trainers.distributed.programs import program_for
-from strata.operators.trainers.gang_step import GangRunStep
+from strata.operators.trainers.gang_step import GangRunStep, check_gang_trainable
 from strata.operators.trainers.records import EpochRecord, TrainResult
-from strata.operators.trainers.tasks import NodeClassification, check_task_support
 from strata.partition import (
     MultilevelPartitioner,
     Partition,
@@ -182,13 +181,9 @@ class DistributedTrainer(GangRunStep):
 
     def __init__(self, config: TrainConfig, dist: DistributedConfig) -> None:
         where = type(self).__name__
-        check_task_support(config.task, (NodeClassification,), where)
-        check(
-            config.model.module is None,
-            "model.module",
+        check_gang_trainable(
+            config,
             where,
-            "a layer stack (model.name or model.layer)",
-            "a user's module",
             "train a user's module with FullGraphTrainer or SampledTrainer",
         )
         self.config = config

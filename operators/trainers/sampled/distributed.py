@@ -72,14 +72,13 @@ from strata.operators.trainers.data import (
     TrainingData,
     as_training_data,
 )
-from strata.operators.trainers.gang_step import GangRunStep
+from strata.operators.trainers.gang_step import GangRunStep, check_gang_trainable
 from strata.operators.trainers.inference import layerwise_inference
 from strata.operators.trainers.records import EpochRecord, TrainResult
 from strata.operators.trainers.sampled.config import SampledGangConfig
 from strata.operators.trainers.sampled.gang import colocated_worker
 from strata.operators.trainers.sampled.inputs import RankInputs, RankResult
 from strata.operators.trainers.sampled.trainer import SamplingConfig
-from strata.operators.trainers.tasks import NodeClassification, check_task_support
 from strata.partition import resolve
 from strata.storage.features.network import NetworkModel
 from strata.storage.features.server_group import FeatureServerGroup
@@ -126,14 +125,8 @@ class SampledGangTrainer(GangRunStep):
         gang: SampledGangConfig | None = None,
     ) -> None:
         where = type(self).__name__
-        check_task_support(config.task, (NodeClassification,), where)
-        check(
-            config.model.module is None,
-            "model.module",
-            where,
-            "a layer stack (model.name or model.layer)",
-            "a user's module",
-            "train a user's module with SampledTrainer (one process)",
+        check_gang_trainable(
+            config, where, "train a user's module with SampledTrainer (one process)"
         )
         check(
             config.patience == 0,
