@@ -54,6 +54,7 @@ import numba
 import numpy as np
 
 from strata.operators.errors import OperatorError
+from strata.operators.samplers.block import Block
 from strata.operators.samplers.neighbor import NeighborSampler
 from strata.operators.samplers.rng import hash3, mix64
 from strata.storage._types import Int64Array
@@ -277,6 +278,10 @@ class EpochSchedule:
         input_ids: with ``keep_inputs``, every batch's sorted input ids (CSR by
             ``input_offsets``); else ``None``.
         input_offsets: offsets of ``input_ids``, or ``None``.
+        blocks: with ``keep_blocks_bytes``, the sampled blocks of the first
+            batches that fit the budget (``None`` past it, and for batches
+            without seeds), so the prefetcher takes them instead of sampling
+            again; else ``None``.
     """
 
     epoch: int
@@ -292,6 +297,7 @@ class EpochSchedule:
     schedule_s: float
     input_ids: Int64Array | None = None
     input_offsets: Int64Array | None = None
+    blocks: tuple[list[Block] | None, ...] | None = None
 
     @property
     def num_batches(self) -> int:
@@ -317,7 +323,7 @@ class EpochSchedule:
 
     @property
     def nbytes(self) -> int:
-        """Bytes held by the schedule's arrays (seeds included)."""
+        """Bytes held by the schedule's arrays (seeds and kept blocks included)."""
         arrays = [
             self.remote_ids,
             self.remote_offsets,
@@ -330,7 +336,10 @@ class EpochSchedule:
         ]
         if self.input_ids is not None and self.input_offsets is not None:
             arrays += [self.input_ids, self.input_offsets]
-        return int(sum(a.nbytes for a in arrays))
+        kept = sum(
+            block.nbytes() for blocks in self.blocks or () for block in blocks or ()
+        )
+        return int(sum(a.nbytes for a in arrays)) + kept
 
     def remote(self, batch_index: int) -> Int64Array:
         """Sorted unique remote input ids of batch ``batch_index`` (a view)."""
@@ -377,11 +386,15 @@ def build_schedule(
     epoch: int,
     *,
     keep_inputs: bool = False,
+    keep_blocks_bytes: int = 0,
 ) -> EpochSchedule:
     """Sample every batch of the epoch once and record what it will read.
 
-    Blocks are not kept (``keep_blocks=False`` of the spec): the prefetcher
-    samples each batch again and checks its digest.
+    By default blocks are not kept (``keep_blocks=False`` of the spec): the
+    prefetcher samples each batch again and checks its digest. With
+    ``keep_blocks_bytes`` the blocks of the first batches are kept up to that
+    many bytes (spec §3.2 ``keep_blocks=True`` under a budget), so that work is
+    not done twice.
 
     Args:
         sampler: the sampler, built with ``rank=0`` (the key must not depend on
@@ -392,6 +405,7 @@ def build_schedule(
         rank: this rank (remote = owned by another part).
         epoch: the epoch number.
         keep_inputs: also keep every batch's input ids (for simulations).
+        keep_blocks_bytes: bytes of sampled blocks to keep (0: none).
 
     Raises:
         OperatorError: when the sampler's rank is not 0.
@@ -412,13 +426,17 @@ def build_schedule(
     digests = np.empty(num, dtype=np.uint64)
     num_inputs = np.zeros(num, dtype=np.int64)
     num_local = np.zeros(num, dtype=np.int64)
+    kept: list[list[Block] | None] = []
+    kept_bytes = 0
     for b, seeds in enumerate(seeds_per_batch):
+        blocks: list[Block] | None = None
         if len(seeds):
-            inputs = np.sort(
-                sampler.sample(seeds, epoch, batch_index=b)[0].src_global_ids
-            )
+            blocks = sampler.sample(seeds, epoch, batch_index=b)
+            inputs = np.sort(blocks[0].src_global_ids)
+            kept_bytes += sum(block.nbytes() for block in blocks)
         else:
             inputs = np.empty(0, dtype=np.int64)
+        kept.append(blocks if kept_bytes <= keep_blocks_bytes else None)
         digests[b] = _set_digest(inputs)
         local = owner[inputs] == rank
         num_inputs[b] = inputs.size
@@ -455,4 +473,5 @@ def build_schedule(
         schedule_s=time.perf_counter() - start,
         input_ids=input_ids,
         input_offsets=input_offsets,
+        blocks=tuple(kept) if keep_blocks_bytes > 0 else None,
     )

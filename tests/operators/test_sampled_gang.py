@@ -284,3 +284,19 @@ def test_trainers_that_derive_different_batches_fail_loudly():
     assert same[0] == same[1]
     with pytest.raises(GangError, match="epoch schedule in trainer rank"):
         run_gang(workers.derive, spec, [7, 8])
+
+
+def test_blocks_kept_by_the_schedule_train_the_same_steps(cora: Any):
+    """The schedule pass's kept blocks replace sampling again, never the batch."""
+
+    def run(keep: int) -> Any:
+        gang = SampledGangConfig(
+            workers=1, device="cpu", cache=0.5, keep_blocks_bytes=keep
+        )
+        return SampledGangTrainer(_config(3), SAMPLING, gang).fit(cora)
+
+    kept, sampled = run(256 << 20), run(0)
+    assert kept.step_losses == sampled.step_losses
+    reused = kept.report["per_trainer"][0]["epochs"][-1]["reused_blocks"]
+    assert reused == 3 * 5  # every batch of every epoch (5 batches of 32 seeds)
+    assert sampled.report["per_trainer"][0]["epochs"][-1]["reused_blocks"] == 0

@@ -87,6 +87,10 @@ class SampledGangConfig:
             highest in-degree remote vertices, static), ``belady`` (offline
             optimal eviction over the schedule, an upper bound) or ``none``.
         prefetch_bytes: most bytes of prepared batches waiting for the trainer.
+        keep_blocks_bytes: bytes of sampled blocks the epoch's schedule pass
+            keeps for the prefetcher (colocated ranks with a frequency or
+            Belady cache), so those batches are not sampled twice; 0 samples
+            every batch again (the spec's default).
         network: the network model of the feature servers.
         fetch_timeout_s: how long a feature request may wait for its server; a
             dead server fails the run after this long, naming it.
@@ -102,6 +106,7 @@ class SampledGangConfig:
     cache: float = 0.0
     cache_policy: CachePolicyName = "frequency"
     prefetch_bytes: int = 256 << 20
+    keep_blocks_bytes: int = 256 << 20
     network: NetworkConfig = field(default_factory=NetworkConfig)
     fetch_timeout_s: float = 30.0
     device: Literal["cpu", "cuda", "auto"] = "auto"
@@ -163,6 +168,13 @@ class SampledGangConfig:
                 "the frequency and Belady caches are planned from the epoch's "
                 "schedule, which needs the graph's structure; with samplers the "
                 "trainers hold none",
+            )
+        if self.keep_blocks_bytes < 0:
+            raise OperatorError.build(
+                "keep_blocks_bytes",
+                where,
+                "keep_blocks_bytes >= 0",
+                repr(self.keep_blocks_bytes),
             )
         if self.prefetch_bytes < 1:
             raise OperatorError.build(

@@ -216,7 +216,14 @@ def train_rank(
     def schedule_for(epoch: int) -> EpochSchedule | None:
         if sampler is None:
             return None
-        return build_schedule(sampler, plan(epoch)[1], owner, rank, epoch)
+        return build_schedule(
+            sampler,
+            plan(epoch)[1],
+            owner,
+            rank,
+            epoch,
+            keep_blocks_bytes=gang.keep_blocks_bytes,
+        )
 
     # Epoch 0's schedule and cache are built before training (counted as setup).
     schedule = schedule_for(0)
@@ -244,6 +251,9 @@ def train_rank(
         fill0 = cache.fill.snapshot()
         ahead = _Lookahead(schedule_for, cache, fetcher, epoch + 1, config.epochs)
         epoch_start = time.perf_counter()
+        kept = None if schedule is None else schedule.blocks
+        if kept is not None and isinstance(source, LocalBlockSource):
+            source.adopt(epoch, kept)  # sampled once, not twice
         stream = source.epoch(epoch, my_batches)
 
         def produce(

@@ -20,7 +20,7 @@ Examples:
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -67,20 +67,35 @@ class BlockSource(Protocol):
 
 
 class LocalBlockSource:
-    """The colocated mode: the rank samples its seeds itself (rank-free keys)."""
+    """The colocated mode: the rank samples its seeds itself (rank-free keys).
+
+    :meth:`adopt` hands it blocks the epoch's schedule pass kept
+    (``EpochSchedule.blocks``): those batches are not sampled again.
+    """
 
     def __init__(self, sampler: NeighborSampler) -> None:
         self.sampler = sampler
+        self._kept: dict[int, Sequence[list[Block] | None]] = {}
+        self.reused = 0
+
+    def adopt(self, epoch: int, blocks: Sequence[list[Block] | None]) -> None:
+        """Use ``blocks[b]`` (where not None) for batch ``b`` of ``epoch``."""
+        self._kept[epoch] = blocks
 
     def epoch(self, epoch: int, batches: list[np.ndarray]) -> Iterator[SampledBlocks]:
-        """Sample every batch of ``epoch`` as it is asked for."""
+        """Sample every batch of ``epoch`` as it is asked for (or take it kept)."""
+        kept = self._kept.pop(epoch, ())
         for index, seeds in enumerate(batches):
             start = time.perf_counter()
-            blocks = self.sampler.sample(seeds, epoch, index) if seeds.size else None
+            blocks = kept[index] if index < len(kept) else None
+            if blocks is not None:
+                self.reused += 1
+            elif seeds.size:
+                blocks = self.sampler.sample(seeds, epoch, index)
             yield SampledBlocks(
                 epoch, index, seeds, blocks, time.perf_counter() - start
             )
 
     def counters(self) -> dict[str, float]:
-        """Nothing beyond the trainer's own counters."""
-        return {}
+        """How many batches came from the schedule's kept blocks (cumulative)."""
+        return {"reused_blocks": float(self.reused)}
