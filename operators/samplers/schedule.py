@@ -432,18 +432,19 @@ def build_schedule(
         blocks: list[Block] | None = None
         if len(seeds):
             blocks = sampler.sample(seeds, epoch, batch_index=b)
-            inputs = np.sort(blocks[0].src_global_ids)
+            inputs = blocks[0].src_global_ids  # distinct ids, in sampling order
             kept_bytes += sum(block.nbytes() for block in blocks)
         else:
             inputs = np.empty(0, dtype=np.int64)
         kept.append(blocks if kept_bytes <= keep_blocks_bytes else None)
-        digests[b] = _set_digest(inputs)
+        digests[b] = _set_digest(inputs)  # order-free: no sort needed
         local = owner[inputs] == rank
         num_inputs[b] = inputs.size
         num_local[b] = int(np.count_nonzero(local))
-        remote_parts.append(inputs[~local])
+        # Only the remote ids need sorting (a batch's share, not its inputs).
+        remote_parts.append(np.sort(inputs[~local]))
         if keep_inputs:
-            input_parts.append(inputs)
+            input_parts.append(np.sort(inputs))
     offsets = np.zeros(num + 1, dtype=np.int64)
     np.cumsum([p.size for p in remote_parts], out=offsets[1:])
     remote_ids = (
