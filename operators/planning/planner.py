@@ -197,6 +197,7 @@ def hongtu_shapes(
     data: Any, train: TrainConfig, plans: Sequence[tuple[int, int]], seed: int = 0
 ) -> dict[tuple[int, int], HongTuShape]:
     """Each ``(K, M)``'s figures from the chunked trainer's own plan."""
+    from strata.operators.trainers.config import build_model
     from strata.operators.trainers.data import as_training_data
     from strata.operators.trainers.distributed.chunked.plan import build_chunk_plan
     from strata.operators.trainers.distributed.config import (
@@ -206,7 +207,6 @@ def hongtu_shapes(
         Level1,
     )
     from strata.operators.trainers.distributed.local_graph import PropagationGraph
-    from strata.operators.trainers.distributed.loop import build_model
     from strata.operators.trainers.distributed.programs import program_for
     from strata.operators.trainers.distributed.trainer import level1_partition
 

@@ -132,7 +132,7 @@ def build_optimizer(model: nn.Module, config: TrainConfig) -> torch.optim.Optimi
 
 
 @contextlib.contextmanager
-def _threads(count: int) -> Iterator[None]:
+def torch_threads(count: int) -> Iterator[None]:
     """Run with ``count`` torch threads (0: unchanged), then restore the setting."""
     before = torch.get_num_threads()
     if count:
@@ -232,7 +232,7 @@ class Trainer(Operator[Any, Any]):
         self.task_state = task
         device = resolve_device(config.device)
         devices = [device] if device.type == "cuda" else []
-        with torch.random.fork_rng(devices=devices), _threads(config.threads):
+        with torch.random.fork_rng(devices=devices), torch_threads(config.threads):
             torch.manual_seed(config.seed)
             width = task.out_channels
             model = config.model.build_module(data.num_features, width).to(device)

@@ -341,3 +341,14 @@ def resolve_device(name: str) -> torch.device:
     if device.type not in ("cpu", "cuda"):
         raise OperatorError.build("device", where, "'cpu' or 'cuda'", repr(name))
     return device
+
+
+def build_model(config: TrainConfig, num_features: int, num_classes: int) -> BasicGNN:
+    """The model as every trainer builds it: seeded by ``config.seed``.
+
+    Every rank of a gang (and the step that evaluates its weights) builds the
+    same initial parameters; the caller's random state is left as it was.
+    """
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(config.seed)
+        return config.model.build(num_features, num_classes)

@@ -73,13 +73,6 @@ class WorkerEngine(Protocol):
         """JSON-able facts about this rank's run (plan, peaks)."""
 
 
-def build_model(config: TrainConfig, num_features: int, num_classes: int) -> BasicGNN:
-    """The model as ``FullGraphTrainer`` builds it: seeded, then rank 0's broadcast."""
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(config.seed)
-        return config.model.build(num_features, num_classes)
-
-
 def run_worker(
     ctx: GangContext,
     engine: WorkerEngine,

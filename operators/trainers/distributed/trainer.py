@@ -67,7 +67,7 @@ from strata.engine.gang import (
 )
 from strata.operators.errors import OperatorError
 from strata.operators.layers import BasicGNN
-from strata.operators.trainers.config import TrainConfig
+from strata.operators.trainers.config import TrainConfig, build_model
 from strata.operators.trainers.data import (
     FEATURES,
     SPLITS,
@@ -88,11 +88,7 @@ from strata.operators.trainers.distributed.inputs import (
     prefixed,
 )
 from strata.operators.trainers.distributed.local_graph import PropagationGraph
-from strata.operators.trainers.distributed.loop import (
-    WorkerEngine,
-    build_model,
-    run_worker,
-)
+from strata.operators.trainers.distributed.loop import WorkerEngine, run_worker
 from strata.operators.trainers.distributed.modes import (
     DistributedMode,
     Emma,

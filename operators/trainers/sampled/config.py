@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from strata.operators.errors import OperatorError
+from strata.storage.features.network import NetworkModel
 
 __all__ = ["CachePolicyName", "NetworkConfig", "PartitionerName", "SampledGangConfig"]
 
@@ -62,6 +63,12 @@ class NetworkConfig:
     def active(self) -> bool:
         """Whether the model delays anything."""
         return self.latency_s > 0 or self.bandwidth_Bps > 0
+
+    def model(self) -> NetworkModel | None:
+        """The feature servers' :class:`NetworkModel` (None: no delay)."""
+        if not self.active:
+            return None
+        return NetworkModel(self.latency_s, self.bandwidth_Bps or math.inf)
 
 
 @dataclass(frozen=True, slots=True)

@@ -65,7 +65,8 @@ from strata.engine.gang import (
 )
 from strata.operators.errors import OperatorError, check
 from strata.operators.samplers.schedule import TrainSplit, balanced_train_ids
-from strata.operators.trainers.config import TrainConfig
+from strata.operators.trainers.base import torch_threads
+from strata.operators.trainers.config import TrainConfig, build_model
 from strata.operators.trainers.data import (
     FEATURES,
     SPLITS,
@@ -80,7 +81,6 @@ from strata.operators.trainers.sampled.gang import colocated_worker
 from strata.operators.trainers.sampled.inputs import RankInputs, RankResult
 from strata.operators.trainers.sampled.trainer import SamplingConfig
 from strata.partition import resolve
-from strata.storage.features.network import NetworkModel
 from strata.storage.features.server_group import FeatureServerGroup
 from strata.storage.features.traffic import Traffic
 
@@ -234,17 +234,10 @@ class SampledGangTrainer(GangRunStep):
         )
         try:
             if gang.workers > 1:
-                network = gang.network
-                bandwidth = network.bandwidth_Bps or math.inf  # 0: unlimited
-                model = (
-                    NetworkModel(network.latency_s, bandwidth)
-                    if network.active
-                    else None
-                )
                 servers = FeatureServerGroup(
                     {"x": x, "y": y},
                     owner,
-                    network=model,
+                    network=gang.network.model(),
                     name=f"{name}-features",
                     num_parts=gang.workers,
                 )
@@ -294,15 +287,11 @@ class SampledGangTrainer(GangRunStep):
         spec = self._spec(name)
         if self.gang.processes == 1 and spec.placement().device == "cpu":
             start = time.perf_counter()
-            threads = self.config.threads
-            before = torch.get_num_threads()
-            if threads:
-                torch.set_num_threads(threads)
-            try:
-                with local_gang(self.config.seed, name=name) as ctx:
-                    result = worker(ctx, inputs)
-            finally:
-                torch.set_num_threads(before)
+            with (
+                torch_threads(self.config.threads),
+                local_gang(self.config.seed, name=name) as ctx,
+            ):
+                result = worker(ctx, inputs)
             wall = time.perf_counter() - start
             return [result], {"startup_s": 0.0, "wall_s": wall, "backend": "local"}
         report = run_gang_report(worker, spec, inputs)
@@ -363,14 +352,12 @@ class SampledGangTrainer(GangRunStep):
     ) -> dict[str, Any]:
         """Every split's metrics of ``state``: exact layer-wise inference here."""
         task = self.config.task.setup(data, seed=self.config.seed, where=self.where)
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(self.config.seed)
-            model = self.config.model.build_module(data.num_features, data.num_classes)
+        model = build_model(self.config, data.num_features, data.num_classes)
         model.load_state_dict(state)
         model.eval()
         with torch.no_grad():
             out = layerwise_inference(
-                model,  # type: ignore[arg-type]
+                model,
                 data.graph,
                 data.features,
                 FEATURES,

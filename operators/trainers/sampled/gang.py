@@ -33,6 +33,7 @@ trainer rank 0, the final weights and the per-step losses.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import math
 import threading
@@ -54,7 +55,7 @@ from strata.operators.samplers.schedule import (
     global_batches,
     rank_batches,
 )
-from strata.operators.trainers.config import TrainConfig
+from strata.operators.trainers.config import TrainConfig, build_model
 from strata.operators.trainers.dropout import counter_dropout
 from strata.operators.trainers.optim import clip_gradients, set_epoch_lr
 from strata.operators.trainers.prefetch import Prefetcher
@@ -64,6 +65,7 @@ from strata.operators.trainers.sampled.cache import (
     FrequencyCache,
     NoCache,
     RemoteRowCache,
+    fetch_by_owner,
 )
 from strata.operators.trainers.sampled.config import SampledGangConfig
 from strata.operators.trainers.sampled.inputs import RankInputs, RankResult
@@ -153,11 +155,7 @@ class _Labels:
         self.fetched = int(rehomed.size)
         if rehomed.size:
             assert store is not None, "re-homed seeds exist only with several parts"
-            by_owner = {
-                int(p): rehomed[owner[rehomed] == p] for p in np.unique(owner[rehomed])
-            }
-            for part, rows in store.fetch("y", by_owner).items():
-                self.y[by_owner[part]] = rows.reshape(-1)
+            fetch_by_owner(store, "y", rehomed, owner, self.y, rehomed)
 
     def __call__(self, seeds: np.ndarray) -> torch.Tensor:
         return torch.from_numpy(self.y[seeds])
@@ -189,7 +187,8 @@ def train_rank(
     train_ids = inputs.array("train_ids")
     mine = train_ids[rank_of[train_ids] == rank]
     store = _remote_store(inputs, rank)
-    model = _build_model(inputs).to(device)
+    # Seeded alike on every rank: every rank starts from the same weights.
+    model = build_model(config, inputs.num_features, inputs.num_classes).to(device)
     optimizer = _optimizer(model, config)
     reducer = GradientAllReducer(model, op="sum", **_group_kwargs(group))
     cache = make_cache(
@@ -277,7 +276,7 @@ def train_rank(
                 schedule.check(index, ids)
             x = torch.from_numpy(router.gather(index, ids))
             y = labels(item.seeds)
-            nbytes = x.numel() * 4 + sum(_block_bytes(b) for b in item.blocks)
+            nbytes = x.numel() * 4 + sum(b.nbytes() for b in item.blocks)
             gathered = time.perf_counter() - start
             return _Prepared(
                 index, item.seeds, item.blocks, x, y, item.sample_s, gathered, nbytes
@@ -351,11 +350,7 @@ def train_rank(
         history.append(counters)
         ctx.heartbeat(f"epoch {epoch + 1}/{config.epochs}")
     client = Traffic() if store is None else store.traffic.snapshot()
-    setup["client"] = {
-        "rows": client.rows,
-        "bytes": client.bytes,
-        "requests": client.requests,
-    }
+    setup["client"] = dataclasses.asdict(client)
     if store is not None:
         store.close()
     state = None
@@ -496,13 +491,6 @@ def _remote_store(inputs: RankInputs, rank: int) -> RemoteFeatureStore | None:
     )
 
 
-def _build_model(inputs: RankInputs) -> torch.nn.Module:
-    """The model as every trainer builds it: seeded, so every rank starts equal."""
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(inputs.config.seed)
-        return inputs.config.model.build_module(inputs.num_features, inputs.num_classes)
-
-
 def _optimizer(model: torch.nn.Module, config: TrainConfig) -> torch.optim.Optimizer:
     from strata.operators.trainers.base import build_optimizer
 
@@ -582,7 +570,3 @@ def _forward(
 
     result: torch.Tensor = model(blocks, x, dropout=dropout)
     return result
-
-
-def _block_bytes(block: Block) -> int:
-    return int(block.indptr.nbytes + block.indices.nbytes + block.src_global_ids.nbytes)
