@@ -34,6 +34,10 @@ from typing import Literal
 from strata.engine.errors import format_error
 
 Device = Literal["cpu", "cuda", "auto"]
+Launcher = Literal["auto", "local", "ray"]
+#: Environment variable naming the launcher of ``launcher="auto"`` gangs.
+LAUNCHER_ENV = "STRATA_GANG_LAUNCHER"
+_LAUNCHERS = ("auto", "local", "ray")
 _DEVICES = ("cpu", "cuda", "auto")
 _BACKENDS = ("gloo", "nccl", "mpi", "ucc")
 _TIMEOUTS = (
@@ -85,6 +89,11 @@ class GangSpec:
             function's name.
         start_method: ``"forkserver"`` (the default where available) or
             ``"spawn"`` (imports torch in every worker: seconds each).
+        launcher: Where the ranks run: ``"local"`` (processes of this machine, or
+            this node's share of a multi-node gang), ``"ray"`` (one Ray actor per
+            rank, anywhere in the cluster), or ``"auto"`` (the default:
+            ``$STRATA_GANG_LAUNCHER`` when set, which the Ray executor sets in its
+            workers, else ``"local"``).
     """
 
     workers: int
@@ -102,6 +111,7 @@ class GangSpec:
     env: Mapping[str, str] = field(default_factory=dict, hash=False)
     name: str = ""
     start_method: str | None = None
+    launcher: Launcher = "auto"
 
     def __post_init__(self) -> None:
         problems = list(_problems(self))
@@ -110,6 +120,25 @@ class GangSpec:
             raise ValueError(
                 format_error(subject, self.name or "gang", expected, got, hint)
             )
+
+    def resolved_launcher(self) -> Literal["local", "ray"]:
+        """``"local"`` or ``"ray"``: the launcher this gang starts with here.
+
+        Raises:
+            ValueError: ``$STRATA_GANG_LAUNCHER`` names no launcher.
+        """
+        if self.launcher != "auto":
+            return self.launcher
+        chosen = os.environ.get(LAUNCHER_ENV, "local") or "local"
+        if chosen == "ray":
+            return "ray"
+        if chosen == "local":
+            return "local"
+        raise ValueError(
+            format_error(
+                LAUNCHER_ENV, self.name or "gang", "'local' or 'ray'", repr(chosen)
+            )
+        )
 
     def placement(self) -> GangPlacement:
         """Resolve the device kind, backend, per-rank devices and threads here.
@@ -205,6 +234,8 @@ def _problems(spec: GangSpec) -> list[tuple[str, str, str, str]]:
     if spec.start_method not in (None, "forkserver", "spawn"):
         expected = "None, 'forkserver' or 'spawn'"
         found.append(("start_method", expected, repr(spec.start_method), ""))
+    if spec.launcher not in _LAUNCHERS:
+        found.append(("launcher", f"one of {_LAUNCHERS}", repr(spec.launcher), ""))
     if not 0 <= spec.port <= 65535:
         found.append(("port", "0 (any free port) to 65535", repr(spec.port), ""))
     if not all(isinstance(k, str) and isinstance(v, str) for k, v in spec.env.items()):
