@@ -1,8 +1,20 @@
-"""Shared fixtures: the ``executor`` every pipeline test runs on."""
+"""Shared fixtures: the ``executor`` every pipeline test runs on, one Ray per run."""
 
 from __future__ import annotations
 
+import importlib.util
+from collections.abc import Iterator
+from types import ModuleType
+
 import pytest
+
+#: Logical CPUs of the test run's local Ray cluster. The Ray executor's actors ask
+#: for 0 CPUs (they always schedule); batch tasks and gang actors ask for 1, so 4
+#: lets a 2-rank gang start while the batch task that launched it holds its own.
+#: Logical only: Ray starts no process per CPU it is told about beyond its idle pool.
+RAY_CPUS = 4
+
+RAY_MISSING = "needs Ray, which is not installed (pip install 'strata-gnn[ray]')"
 
 
 @pytest.fixture(
@@ -12,3 +24,32 @@ def executor(request: pytest.FixtureRequest) -> str:
     """An executor name for ``strata.engine.execute``, ``strata.engine.testing.run``."""
     name: str = request.param
     return name
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """Skip ``ray``-marked tests, with the reason, where Ray is not installed.
+
+    A hook rather than an autouse fixture: it runs before any fixture is set up, so
+    the session-scoped ``ray_session`` never gets as far as failing to import Ray.
+    """
+    if item.get_closest_marker("ray") and importlib.util.find_spec("ray") is None:
+        pytest.skip(RAY_MISSING)
+
+
+@pytest.fixture(scope="session")
+def ray_session() -> Iterator[ModuleType]:
+    """The ``ray`` module, connected to ONE local cluster shared by the whole run.
+
+    Ray's start-up costs seconds; every Ray test takes this fixture, so the run
+    pays it once. The cluster shuts down when the session ends; tests never call
+    ``ray.shutdown()``. Ray's daemons and workers are children of this process:
+    ``tests/engine/conftest.py``'s ``no_leftovers`` leaves them out, and counts the
+    Ray actors a test leaves alive instead.
+    """
+    if importlib.util.find_spec("ray") is None:
+        pytest.skip(RAY_MISSING)
+    from strata.engine.ray_cluster import connect
+
+    ray = connect(num_cpus=RAY_CPUS)
+    yield ray
+    ray.shutdown()
