@@ -140,13 +140,33 @@ class GangSpec:
             )
         )
 
+    def local_workers(self) -> int:
+        """How many ranks this machine starts: ``workers``, or this node's share.
+
+        A local gang across nodes (:mod:`strata.engine.gang.cluster`) starts
+        ``workers / nnodes`` ranks on each node.
+
+        Raises:
+            ValueError: ``workers`` is not a multiple of the node count.
+        """
+        from strata.engine.gang.cluster import current
+
+        group = current() if self.resolved_launcher() == "local" else None
+        if group is None:
+            return self.workers
+        return len(group.share(self.workers, self.name or "gang"))
+
     def placement(self) -> GangPlacement:
         """Resolve the device kind, backend, per-rank devices and threads here.
+
+        On a gang across nodes, for this node's ranks (:meth:`local_workers`).
 
         Raises:
             ValueError: ``device="cuda"`` on a machine where torch sees no GPU.
         """
         import torch
+
+        workers = self.local_workers()
 
         kind = self.device
         gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
@@ -163,22 +183,22 @@ class GangSpec:
                 )
             )
         if kind == "cuda":
-            devices = tuple(f"cuda:{rank % gpus}" for rank in range(self.workers))
+            devices = tuple(f"cuda:{rank % gpus}" for rank in range(workers))
         else:
-            devices = ("cpu",) * self.workers
+            devices = ("cpu",) * workers
         backend = self.backend or ("nccl" if kind == "cuda" else "gloo")
-        if backend == "nccl" and self.workers > gpus:
+        if backend == "nccl" and workers > gpus:
             raise ValueError(
                 format_error(
                     "workers",
                     self.name or "gang",
                     f"at most one NCCL rank per GPU ({gpus} visible)",
-                    str(self.workers),
+                    str(workers),
                     "NCCL refuses two ranks on one device; use backend='gloo' to "
                     "share GPUs, or fewer workers.",
                 )
             )
-        threads = self.threads_per_worker or max(1, usable_cores() // self.workers)
+        threads = self.threads_per_worker or max(1, usable_cores() // workers)
         return GangPlacement(kind, backend, devices, threads)
 
 
@@ -189,7 +209,8 @@ class GangPlacement:
     Attributes:
         device: ``"cpu"`` or ``"cuda"``.
         backend: The ``torch.distributed`` backend.
-        devices: Each rank's torch device string, in rank order.
+        devices: The torch device of each rank this machine starts, in rank
+            order (a gang across nodes: this node's share).
         threads: torch intra-op threads per worker.
     """
 

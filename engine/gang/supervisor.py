@@ -19,6 +19,12 @@ threads:
 
 A failure while joining the process group, before any rank ran the function,
 raises :class:`JoinFailed` so that the launcher may start the gang again.
+
+A gang across nodes (:mod:`strata.engine.gang.cluster`) starts only this node's
+share of the ranks and keeps a :class:`~strata.engine.gang.nodes.NodeLink` to
+the other nodes: each tick it beats, looks for failures the other nodes
+published and, once its own ranks are done, publishes their results and waits
+for everyone else's. Such a gang is never retried.
 """
 
 from __future__ import annotations
@@ -37,9 +43,18 @@ from typing import Any
 
 from strata.engine.errors import RemoteError
 from strata.engine.gang import start
+from strata.engine.gang.cluster import current
 from strata.engine.gang.errors import FailureKind, GangError, WorkerFailure
 from strata.engine.gang.messages import Beat, Done, Failed, Ready, WorkerMessage
 from strata.engine.gang.metrics import WorkerMetrics
+from strata.engine.gang.nodes import (
+    SILENT_AFTER_FAILURE_S,
+    SILENT_S,
+    NodeLink,
+    NodeLost,
+    Published,
+    RankRecord,
+)
 from strata.engine.gang.report import GangReport, WorkerReport
 from strata.engine.gang.spec import GangPlacement, GangSpec
 from strata.engine.gang.worker import WorkerSetup, main, open_store
@@ -74,6 +89,7 @@ class _Rank:
     progress: str | None = None
     metrics: dict[str, Any] = field(default_factory=dict)
     result: Any = None
+    payload: bytes = b""  # the pickled result, kept for other nodes
     stats: dict[str, Any] | None = None
     failed: bool = False
     exited: bool = False
@@ -101,13 +117,32 @@ class GangSupervisor:
         self.attempt = attempt
         self.ranks: list[_Rank] = []
         self.failures: list[WorkerFailure] = []
+        self.order: list[int] = []  # each failure's number: the first seen, lowest
         self.remote: dict[int, RemoteError] = {}
         self.joining: set[int] = set()  # ranks whose error came before "ready"
         self.launched = time.monotonic()
+        group = current() if spec.resolved_launcher() == "local" else None
+        self.link = (
+            None
+            if group is None
+            else NodeLink(group, name, spec.workers, spec.startup_timeout_s)
+        )
+        self.local = range(spec.workers) if self.link is None else self.link.ranks
+        self.records: list[RankRecord] | None = None  # every node's ranks, when done
+        self.published = False  # this node's results are in the store
+        self.heard_remote = False  # another node told what failed, or went silent
+        self.lost = False  # node 0's store is gone: stop asking it
+        self.host = spec.host
         try:
-            self.store = open_store(
-                spec.host, spec.port, spec.startup_timeout_s, master=True
-            )
+            if self.link is not None:
+                self.store, self.host, self.port = self.link.open(spec.host)
+            else:
+                self.store = open_store(
+                    spec.host, spec.port, spec.startup_timeout_s, master=True
+                )
+                self.port = self.store.port
+        except (GangError, ValueError):
+            raise
         except Exception as exc:
             raise GangError.of_gang(
                 name,
@@ -125,16 +160,16 @@ class GangSupervisor:
         _LIVE.add(self)
         self.launched = time.monotonic()
         with start.starting():
-            for rank in range(spec.workers):
+            for rank in self.local:
                 setup = WorkerSetup(
                     name=self.name,
                     rank=rank,
                     world_size=spec.workers,
-                    device=placement.devices[rank],
+                    device=placement.devices[rank - self.local.start],
                     backend=placement.backend,
                     threads=placement.threads,
-                    host=spec.host,
-                    port=self.store.port,
+                    host=self.host,
+                    port=self.port,
                     base_seed=spec.seed,
                     env=dict(spec.env),
                     startup_timeout_s=spec.startup_timeout_s,
@@ -171,24 +206,30 @@ class GangSupervisor:
                 self.ranks.append(
                     _Rank(rank, process, reader, process.pid, now, last_beat=now)
                 )
-        log.info("gang %r: started %d workers", self.name, spec.workers)
+        log.info("gang %r: started ranks %s", self.name, _span(self.local))
 
     def watch(self) -> GangReport:
         """Wait for every result, or fail with the ranks to blame."""
         grace_until: float | None = None
-        while not all(r.done for r in self.ranks):
+        while not self._complete():
             if grace_until is not None and time.monotonic() >= grace_until:
                 break
             timeout = _TICK_S
             if grace_until is not None:
                 timeout = max(0.0, min(timeout, grace_until - time.monotonic()))
             self._poll(timeout)
+            if self.link is not None:
+                self._hear_nodes(self.link)
             if self.failures:
-                grace_until = grace_until or time.monotonic() + _GRACE_S
+                grace_until = grace_until or time.monotonic() + self._grace()
+                if self.heard_remote:  # the cause is known: a short grace
+                    grace_until = min(grace_until, time.monotonic() + _GRACE_S)
             elif self._check_deadlines():
                 break
         if self.failures:
             self._raise()
+        if self.link is not None:
+            self.link.wait_for_readers()
         return self._report()
 
     def stop(self, patience: float) -> None:
@@ -203,13 +244,26 @@ class GangSupervisor:
             r.reader.close()
             r.process.close()
         self.ranks = []
+        if self.link is not None:
+            self.link.close()
         self.store = None  # closes the rendezvous server
 
     # -- watching -------------------------------------------------------------
 
+    def _complete(self) -> bool:
+        local = all(r.done for r in self.ranks)
+        return local and (self.link is None or self.records is not None)
+
+    def _grace(self) -> float:
+        # Across nodes, wait long enough to tell a killed node from a live one.
+        return _GRACE_S + (0.0 if self.link is None else SILENT_AFTER_FAILURE_S)
+
     def _poll(self, timeout: float) -> None:
         readers = {r.reader: r for r in self.ranks if not r.reader.closed}
         sentinels = {r.process.sentinel: r for r in self.ranks if not r.exited}
+        if not readers and not sentinels:  # only other nodes left to hear from
+            time.sleep(timeout)
+            return
         for ready in wait([*readers, *sentinels], timeout):
             if ready in readers:
                 self._receive(readers[ready])
@@ -236,6 +290,8 @@ class GangSupervisor:
                 log.debug("gang %r: rank %d: %s", self.name, r.rank, r.progress)
             case Done(payload=payload, metrics=metrics, stats=stats):
                 r.metrics = metrics
+                if self.link is not None:
+                    r.payload = payload
                 try:
                     r.result = pickle.loads(payload)
                 except Exception as exc:
@@ -263,6 +319,73 @@ class GangSupervisor:
         how = _exit_text(r.process.exitcode) + " before returning"
         self._fail(r, FailureKind.DIED, how)
 
+    # -- other nodes ------------------------------------------------------------
+
+    def _hear_nodes(self, link: NodeLink) -> None:
+        """One tick of the link: beat, learn remote failures, trade results."""
+        if self.lost:
+            return
+        try:
+            link.beat()
+            for item in link.remote_failures():
+                self._add_remote(item)
+            self._check_silence(link)
+            if self.failures or not all(r.done for r in self.ranks):
+                return
+            if not self.published:
+                link.put_results(self._local_records())
+                self.published = True
+            if link.results_ready():
+                self.records = link.take_results()
+        except NodeLost as lost:
+            self.lost = True
+            if not self.heard_remote:
+                self.heard_remote = True
+                self._record(lost.failure, 1 << 30)
+
+    def _check_silence(self, link: NodeLink) -> None:
+        if self.failures:
+            limit = SILENT_AFTER_FAILURE_S
+        elif self.ranks and all(r.ready_at is not None for r in self.ranks):
+            limit = SILENT_S  # every node joined: each one beats now
+        else:
+            limit = float("inf")
+        for node in link.silent_nodes(limit):
+            if not self.heard_remote:
+                self.heard_remote = True
+                self._record(link.dead_node(node, limit), link.number())
+
+    def _add_remote(self, item: Published) -> None:
+        failure = dataclasses.replace(
+            item.failure, detail=f"{item.failure.detail} (on node {item.node})"
+        )
+        if item.cause is not None:
+            self.remote[failure.rank] = item.cause
+        self.heard_remote = True
+        self._record(failure, item.seq)
+
+    def _local_records(self) -> list[RankRecord]:
+        records = []
+        for r in self.ranks:
+            assert r.stats is not None
+            assert r.ready_at is not None
+            records.append(
+                RankRecord(
+                    rank=r.rank,
+                    pid=r.pid,
+                    device=self.placement.devices[r.rank - self.local.start],
+                    startup_s=r.ready_at - self.origin,
+                    wall_s=r.stats["wall_s"],
+                    peak_rss_bytes=r.stats["peak_rss_bytes"],
+                    peak_device_bytes=r.stats["peak_device_bytes"],
+                    metrics=r.metrics,
+                    payload=r.payload,
+                )
+            )
+        return records
+
+    # -- deadlines and failures ---------------------------------------------------
+
     def _check_deadlines(self) -> bool:
         """Record deadline failures; return whether any deadline passed."""
         spec, now = self.spec, time.monotonic()
@@ -275,9 +398,14 @@ class GangSupervisor:
             if late:
                 return True
         if spec.timeout_s is not None and now - self.origin > spec.timeout_s:
+            detail = f"still running after timeout_s={spec.timeout_s:g}"
             for r in running:
-                detail = f"still running after timeout_s={spec.timeout_s:g}"
                 self._fail(r, FailureKind.TIMED_OUT, detail)
+            if not running:  # this node's ranks are done; other nodes' are not
+                mine = _span(self.local)
+                where = f"{detail} (another node's; this node's ranks {mine} done)"
+                failure = WorkerFailure(0, None, FailureKind.TIMED_OUT, where)
+                self._record(failure, self._number())
             return True
         if spec.heartbeat_timeout_s is not None:
             silent = [
@@ -298,12 +426,41 @@ class GangSupervisor:
         r.failed = True
         since = None if kind is FailureKind.RAISED else time.monotonic() - r.last_beat
         failure = WorkerFailure(r.rank, r.pid, kind, detail, trace, r.progress, since)
-        self.failures.append(failure)
+        self._record(failure, self._number())
         log.info("gang %r: rank %d %s: %s", self.name, r.rank, kind.value, detail)
+        if self.link is not None and not self.lost:
+            mine = [
+                Published(seq, self.link.group.node_rank, f, self.remote.get(f.rank))
+                for f, seq in zip(self.failures, self.order, strict=True)
+                if f.rank in self.local and f.pid is not None
+            ]
+            try:
+                self.link.publish(mine)
+            except NodeLost:
+                self.lost = True
+
+    def _record(self, failure: WorkerFailure, seq: int) -> None:
+        self.failures.append(failure)
+        self.order.append(seq)
+
+    def _number(self) -> int:
+        """The next failure's number: arrival here, or the store's across nodes."""
+        if self.link is None or self.lost:
+            return len(self.failures) + (1 << 30 if self.lost else 0)
+        try:
+            return self.link.number()
+        except NodeLost:
+            self.lost = True
+            return len(self.failures) + (1 << 30)
 
     def _raise(self) -> None:
-        # Deaths first (their peers' errors follow from them), then by arrival.
-        failures = sorted(self.failures, key=lambda f: _ORDER.get(f.kind, 2))
+        # Deaths first (their peers' errors follow from them), then by number:
+        # the order in which they were seen (across nodes: by the store's counter).
+        numbered = sorted(
+            zip(self.failures, self.order, strict=True),
+            key=lambda item: (_ORDER.get(item[0].kind, 2), item[1]),
+        )
+        failures = [failure for failure, _ in numbered]
         if self.attempt > 1:
             first = failures[0]
             detail = f"{first.detail} (start-up attempt {self.attempt})"
@@ -312,33 +469,38 @@ class GangSupervisor:
         error.__cause__ = self.remote.get(failures[0].rank)
         # A rendezvous that failed before any rank ran user code is safe to redo:
         # gloo's full-mesh connect can fail spuriously on an overloaded machine.
-        if failures[0].rank in self.joining and all(
-            r.ready_at is None for r in self.ranks
+        if (
+            self.link is None
+            and failures[0].rank in self.joining
+            and all(r.ready_at is None for r in self.ranks)
         ):
             raise JoinFailed(error)
         raise error
 
     def _report(self) -> GangReport:
-        workers = []
-        for r in self.ranks:
-            assert r.stats is not None
-            assert r.ready_at is not None
-            workers.append(
-                WorkerReport(
-                    rank=r.rank,
-                    pid=r.pid,
-                    device=self.placement.devices[r.rank],
-                    startup_s=r.ready_at - self.origin,
-                    wall_s=r.stats["wall_s"],
-                    peak_rss_bytes=r.stats["peak_rss_bytes"],
-                    peak_device_bytes=r.stats["peak_device_bytes"],
-                    metrics=WorkerMetrics.from_dict(r.metrics),
-                )
+        records = self.records if self.records is not None else self._local_records()
+        workers = [
+            WorkerReport(
+                rank=record.rank,
+                pid=record.pid,
+                device=record.device,
+                startup_s=record.startup_s,
+                wall_s=record.wall_s,
+                peak_rss_bytes=record.peak_rss_bytes,
+                peak_device_bytes=record.peak_device_bytes,
+                metrics=WorkerMetrics.from_dict(record.metrics),
             )
+            for record in records
+        ]
+        mine = {r.rank: r.result for r in self.ranks}
+        results = [
+            mine[record.rank] if record.rank in mine else pickle.loads(record.payload)
+            for record in records
+        ]
         ready = max(w.startup_s for w in workers)
         return GangReport(
             name=self.name,
-            results=[r.result for r in self.ranks],
+            results=results,
             workers=tuple(workers),
             device=self.placement.device,
             backend=self.placement.backend,
@@ -346,6 +508,11 @@ class GangSupervisor:
             wall_s=time.monotonic() - self.origin,
             startup_attempts=self.attempt,
         )
+
+
+def _span(ranks: range) -> str:
+    """``0..3`` (or ``2`` for one rank)."""
+    return f"{ranks.start}..{ranks.stop - 1}" if len(ranks) > 1 else str(ranks.start)
 
 
 def _terminate(processes: list[Any]) -> None:
