@@ -78,12 +78,36 @@ def run_gang_report(
     """
     name = spec.name or getattr(fn, "__qualname__", type(fn).__qualname__)
     _check_function(fn, name)
+    if spec.resolved_launcher() == "ray":
+        from strata.engine.gang.ray_gang import run_ray_gang
+
+        return run_ray_gang(fn, spec, name, args, kwargs)
     placement = spec.placement()
     origin = time.monotonic()
+    return run_attempts(
+        lambda attempt: GangSupervisor(name, spec, placement, origin, attempt),
+        spec,
+        name,
+        (fn, args, kwargs),
+    )
+
+
+def run_attempts(
+    start: Callable[[int], GangSupervisor],
+    spec: GangSpec,
+    name: str,
+    call: tuple[Callable[..., Any], tuple[Any, ...], dict[str, Any]],
+) -> GangReport:
+    """Launch and watch ``start(attempt)``'s gang; retry while joining fails.
+
+    The attempt loop of every launcher (local processes, Ray actors): a gang
+    whose ranks all failed to join the process group is started again, up to
+    ``spec.startup_retries`` times; any other failure stops the gang and raises.
+    """
     for attempt in range(1, spec.startup_retries + 2):
-        gang = GangSupervisor(name, spec, placement, origin, attempt)
+        gang = start(attempt)
         try:
-            gang.launch(fn, args, kwargs)
+            gang.launch(*call)
             report = gang.watch()
         except JoinFailed as failed:
             gang.stop(0.0)

@@ -20,6 +20,17 @@ Lifetime:
   tracker (a helper process that outlives it) unlinks the name when the process
   tree exits, with a "leaked shared_memory" warning.
 
+Across machines (the network path): a rank on another node cannot map a file
+in this node's ``/dev/shm``. A Ray gang (:mod:`strata.engine.gang.ray_gang`)
+pickles the arguments of such a rank inside :func:`carried`, where a
+``SharedTensors`` pickles *by value*: its bytes travel with the handle and the
+rank gets a private, writable copy (``carried`` is then True). What the rank
+writes comes back with its result: :func:`take_writes` lists the 1 MiB blocks
+it changed, and the parent applies them with :func:`apply_writes`, byte by byte
+against what it sent, so ranks writing disjoint rows of one buffer all land.
+Ranks on other nodes do not see each other's writes *during* the run: a buffer
+that ranks use to exchange data (HongTu's host store) needs them on one node.
+
 CPU torch tensors passed directly to ``run_gang`` are shared too (torch moves
 them to anonymous shared memory, one file descriptor per tensor, freed with the
 last process using it); use this class for numpy arrays, for many tensors (a
@@ -40,14 +51,17 @@ Examples:
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import math
 import mmap
 import os
 import secrets
 import tempfile
+import threading
 import weakref
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from multiprocessing import resource_tracker
 from typing import TYPE_CHECKING, Any
 
@@ -60,6 +74,7 @@ if TYPE_CHECKING:
 PREFIX = "strata-gang-"
 _ALIGN = 64  # cache-line alignment of every array
 _SHM_DIR = "/dev/shm"
+_BLOCK = 1 << 20  # granularity of the writes a carried copy sends back
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,6 +103,8 @@ class SharedTensors(Mapping[str, "torch.Tensor"]):
         self._unlink = weakref.finalize(self, _unlink, path) if owner else None
         self._map: mmap.mmap | None = None
         self._views: dict[str, torch.Tensor] = {}
+        #: Whether this is a private copy that travelled by value (network path).
+        self.carried = False
 
     @classmethod
     def from_arrays(
@@ -179,6 +196,11 @@ class SharedTensors(Mapping[str, "torch.Tensor"]):
         self.close()
 
     def __reduce__(self) -> tuple[Any, ...]:
+        sent = getattr(_CARRY, "sent", None)
+        if sent is not None:  # the network path: the bytes travel too
+            data = bytes(self._mapped())
+            sent[self.path] = _Sent(self, data)
+            return (_receive, (self.path, self._slots, self.size, data))
         # A handle: workers map the same file; only the creator owns (unlinks) it.
         return (SharedTensors, (self.path, self._slots, self.size, False))
 
@@ -194,16 +216,129 @@ class SharedTensors(Mapping[str, "torch.Tensor"]):
         dtype = getattr(torch, slot.dtype)
         if slot.numel == 0:
             return torch.empty(slot.shape, dtype=dtype)
+        flat = torch.frombuffer(
+            self._mapped(), dtype=dtype, count=slot.numel, offset=slot.offset
+        )
+        return flat.view(slot.shape)
+
+    def _mapped(self) -> mmap.mmap:
         if self._map is None:
             fd = os.open(self.path, os.O_RDWR)
             try:
                 self._map = mmap.mmap(fd, self.size)
             finally:
                 os.close(fd)
-        flat = torch.frombuffer(
-            self._map, dtype=dtype, count=slot.numel, offset=slot.offset
-        )
-        return flat.view(slot.shape)
+        return self._map
+
+
+# ---------------------------------------------------------------- network path
+@dataclass(frozen=True, slots=True)
+class _Sent:
+    """A segment pickled by value: the parent's object and the bytes it sent."""
+
+    shared: SharedTensors
+    data: bytes = field(repr=False)
+
+
+@dataclass(slots=True)
+class _Received:
+    """A carried copy in a rank, with the digest of each block as received."""
+
+    shared: SharedTensors
+    digests: list[bytes]
+
+
+_CARRY = threading.local()  # .sent: {path: _Sent} while carried() is active
+_RECEIVED: list[_Received] = []  # carried copies unpickled in this process
+
+
+@contextlib.contextmanager
+def carried() -> Iterator[dict[str, _Sent]]:
+    """Pickle ``SharedTensors`` by value inside (for a rank on another node).
+
+    Yields the segments pickled so far, by path; give them to
+    :func:`apply_writes` with what the rank sends back.
+
+    Examples:
+        >>> import pickle, torch
+        >>> with SharedTensors.zeros({"h": ((2, 2), torch.float32)}) as out:
+        ...     with carried() as sent:
+        ...         blob = pickle.dumps(out)
+        ...     copy = pickle.loads(blob)                 # in the remote rank
+        ...     copy["h"][1] = 7.0
+        ...     apply_writes(sent, take_writes())         # back in the parent
+        ...     copy.carried, out["h"].tolist()
+        (True, [[0.0, 0.0], [7.0, 7.0]])
+    """
+    sent: dict[str, _Sent] = {}
+    _CARRY.sent = sent
+    try:
+        yield sent
+    finally:
+        _CARRY.sent = None
+
+
+def take_writes() -> dict[str, list[tuple[int, bytes]]]:
+    """The blocks each carried copy in this process changed, by segment path.
+
+    Forgets the copies: call it once, after the rank's function returned.
+    """
+    writes: dict[str, list[tuple[int, bytes]]] = {}
+    for received in _RECEIVED:
+        data = received.shared._mapped()
+        changed = [
+            (offset, data[offset : offset + _BLOCK])
+            for offset, digest in zip(
+                range(0, received.shared.size, _BLOCK), received.digests, strict=True
+            )
+            if _digest(data, offset) != digest
+        ]
+        if changed:
+            writes.setdefault(received.shared.path, []).extend(changed)
+    _RECEIVED.clear()
+    return writes
+
+
+def apply_writes(
+    sent: Mapping[str, _Sent], writes: Mapping[str, list[tuple[int, bytes]]]
+) -> None:
+    """Apply a rank's :func:`take_writes` to the parent's segments.
+
+    Only the bytes that differ from what was sent are written, so ranks that
+    wrote disjoint rows of one block both land; where two ranks wrote the same
+    byte, the one applied last wins.
+    """
+    for path, blocks in writes.items():
+        origin = sent[path]
+        target = np.frombuffer(origin.shared._mapped(), dtype=np.uint8)
+        before = np.frombuffer(origin.data, dtype=np.uint8)
+        for offset, block in blocks:
+            new = np.frombuffer(block, dtype=np.uint8)
+            end = offset + new.size
+            changed = new != before[offset:end]
+            target[offset:end][changed] = new[changed]
+
+
+def _receive(
+    path: str, slots: Mapping[str, _Slot], size: int, data: bytes
+) -> SharedTensors:
+    """Unpickle a carried segment: a private, writable, anonymous copy."""
+    shared = SharedTensors(path, slots, size, owner=False)
+    memory = mmap.mmap(-1, size)
+    memory[:] = data
+    shared._map = memory
+    shared.carried = True
+    digests = [_digest(memory, offset) for offset in range(0, size, _BLOCK)]
+    _RECEIVED.append(_Received(shared, digests))
+    return shared
+
+
+def _digest(data: mmap.mmap, offset: int) -> bytes:
+    block = memoryview(data)[offset : offset + _BLOCK]
+    try:
+        return hashlib.blake2b(block, digest_size=16).digest()
+    finally:
+        block.release()
 
 
 def _unlink(path: str) -> None:

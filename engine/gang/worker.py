@@ -16,6 +16,9 @@ The launcher starts this module's :func:`main` in each worker process. It:
    traceback and phase (``join`` before ``Ready``, ``run`` after: the parent
    retries a gang whose join failed).
 
+Steps 2-4 are :func:`run_rank`, which a Ray actor rank runs too
+(:mod:`.ray_gang`); only the delivery of the messages differs.
+
 Messages to the parent are the typed dataclasses of :mod:`.messages`, pickled
 over a one-way pipe (not the engine's wire: this stays inside one gang), written
 only under a lock, so heartbeats from a helper thread cannot interleave with the
@@ -42,7 +45,6 @@ from typing import Any, Literal
 
 from strata.engine.gang.context import GangContext, seed_everything
 from strata.engine.gang.messages import Beat, Done, Failed, Ready, WorkerMessage
-from strata.engine.gang.metrics import WorkerMetrics
 
 #: Exit code of a worker whose parent died (the lifeline ended it).
 ORPHANED = 75
@@ -77,12 +79,37 @@ def main(
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     _start_lifeline()
     sender = _Sender(channel)
+    try:
+        outcome = run_rank(setup, fn, args, kwargs, sender.send)
+        sender.send(outcome)
+    finally:
+        leave()
+        channel.close()
+    if isinstance(outcome, Failed):
+        raise SystemExit(1)
+
+
+def run_rank(
+    setup: WorkerSetup,
+    fn: Callable[..., Any],
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    send: Callable[[WorkerMessage], None],
+) -> Done | Failed:
+    """Join the group, say :class:`Ready`, run ``fn``; return the outcome.
+
+    One rank's whole life but leaving the group, for every launcher: a worker
+    process (:func:`main`) and a Ray actor (:mod:`.ray_gang`) differ only in how
+    ``send`` delivers :class:`Ready` and heartbeats and where the outcome goes.
+    Never raises: any exception becomes :class:`Failed` (phase ``join`` before
+    ``Ready``, ``run`` after). The caller sends the outcome first and calls
+    :func:`leave` after, so a group broken by a dead peer cannot hold it back.
+    """
     ctx: GangContext | None = None
-    code = 0
     phase: Literal["join", "run"] = "join"
     try:
-        ctx = _join(setup, sender)
-        sender.send(Ready(pid=os.getpid(), device=str(ctx.device)))
+        ctx = _join(setup, send)
+        send(Ready(pid=os.getpid(), device=str(ctx.device)))
         phase = "run"
         seed_everything(ctx.seed)
         start = time.perf_counter()
@@ -91,29 +118,19 @@ def main(
         if ctx.device.type == "cuda":
             result = _on_cpu(result)
         payload = pickle.dumps(result, protocol=pickle.HIGHEST_PROTOCOL)
-        sender.send(Done(payload, ctx.metrics.to_dict(), _stats(ctx, wall_s)))
+        return Done(payload, ctx.metrics.to_dict(), _stats(ctx, wall_s))
     except BaseException as exc:  # a worker must always report before it exits
-        code = 1
-        metrics = ctx.metrics.to_dict() if ctx is not None else {}
-        progress = ctx.progress if ctx is not None else None
-        sender.send(
-            Failed(
-                type_name=type(exc).__qualname__,
-                text=str(exc),
-                trace="".join(traceback.format_exception(exc)),
-                metrics=metrics,
-                progress=progress,
-                phase=phase,
-            )
+        return Failed(
+            type_name=type(exc).__qualname__,
+            text=str(exc),
+            trace="".join(traceback.format_exception(exc)),
+            metrics=ctx.metrics.to_dict() if ctx is not None else {},
+            progress=ctx.progress if ctx is not None else None,
+            phase=phase,
         )
-    finally:
-        _leave()
-        channel.close()
-    if code:
-        raise SystemExit(code)
 
 
-def _join(setup: WorkerSetup, sender: _Sender) -> GangContext:
+def _join(setup: WorkerSetup, send: Callable[[WorkerMessage], None]) -> GangContext:
     """Set threads, env and device; join the process group; build the context."""
     os.environ.update(setup.env)
     import torch
@@ -141,7 +158,7 @@ def _join(setup: WorkerSetup, sender: _Sender) -> GangContext:
         backend=setup.backend,
         base_seed=setup.base_seed,
         name=setup.name,
-        send_beat=sender.beat,
+        send_beat=lambda progress, metrics: send(Beat(progress, metrics.to_dict())),
     )
     context.barrier()
     return context
@@ -165,7 +182,8 @@ def open_store(host: str, port: int, timeout_s: float, *, master: bool) -> Any:
     )
 
 
-def _leave() -> None:
+def leave() -> None:
+    """Leave the process group, if this process joined one (errors ignored)."""
     import torch.distributed as dist
 
     if dist.is_available() and dist.is_initialized():
@@ -227,6 +245,3 @@ class _Sender:
         # The parent may be gone or have stopped listening; the lifeline exits.
         with self.lock, contextlib.suppress(OSError):
             self.channel.send_bytes(data)
-
-    def beat(self, progress: str | None, metrics: WorkerMetrics) -> None:
-        self.send(Beat(progress, metrics.to_dict()))
