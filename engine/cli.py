@@ -34,6 +34,18 @@ Checkpointed streaming runs (see :mod:`strata.engine.checkpoint`)::
 
     strata run jobs/stream_ingest.py --checkpoint-dir ckpt --checkpoint-every 1000
     strata run jobs/stream_ingest.py --checkpoint-dir ckpt --resume   # after a crash
+
+Gangs across machines (:mod:`strata.engine.gang.cluster`): run the same command
+on every node, naming the node; each gang step starts this node's share of its
+ranks, and every node prints the same outputs::
+
+    strata run jobs/fullgraph_dist.py --set workers=4 \
+        --nnodes 2 --node-rank 0 --master-addr node0.example --master-port 29500
+    strata run jobs/fullgraph_dist.py --set workers=4 \
+        --nnodes 2 --node-rank 1 --master-addr node0.example --master-port 29500
+
+Each node writes its own ``--report``; ``{node_rank}`` in the path becomes the
+node's rank (``--report run-{node_rank}.json``).
 """
 
 from __future__ import annotations
@@ -85,7 +97,14 @@ class RunCommand:
             "--executor",
             choices=sorted(EXECUTORS),
             default="local",
-            help="local: threads (default); process: one process per step or shard",
+            help="local: threads (default); process: one process per step or "
+            "shard; ray: Ray tasks and actors",
+        )
+        parser.add_argument(
+            "--ray-address",
+            metavar="ADDRESS",
+            help="with --executor ray: the Ray cluster to join ('auto', "
+            "'host:6379', 'ray://host:10001'; default: start a local one)",
         )
         parser.add_argument(
             "--report",
@@ -126,9 +145,58 @@ class RunCommand:
             action="store_true",
             help="continue from the last complete checkpoint in --checkpoint-dir",
         )
+        nodes = parser.add_argument_group(
+            "multi-node gangs",
+            "run the same command on every node; each gang step starts this "
+            "node's share (workers / nnodes) of its ranks. torchrun's variables "
+            "work too (torchrun --nproc-per-node 1).",
+        )
+        nodes.add_argument(
+            "--nnodes", type=int, metavar="N", help="how many nodes run the job"
+        )
+        nodes.add_argument(
+            "--node-rank",
+            type=int,
+            metavar="R",
+            help="this node, 0 .. N-1 (node 0 hosts the rendezvous store)",
+        )
+        nodes.add_argument(
+            "--master-addr",
+            metavar="HOST",
+            help="node 0's address, reachable from every node",
+        )
+        nodes.add_argument(
+            "--master-port",
+            type=int,
+            metavar="PORT",
+            help="a free port on node 0 (default 29500)",
+        )
 
     def run(self, args: argparse.Namespace) -> int:
         """Run the job; print its outputs; return the exit status."""
+        try:
+            group = _node_group(args)
+            executor = _executor(args)
+        except (UsageError, ValueError) as error:
+            print(f"strata run: {error}", file=sys.stderr)
+            return EXIT_USAGE
+        if group is None:
+            return self._run(args, executor)
+        from strata.engine.gang.cluster import launched_as
+
+        if args.report is not None:
+            args.report = Path(
+                str(args.report).replace("{node_rank}", str(group.node_rank))
+            )
+        with contextlib.ExitStack() as stack:
+            try:
+                stack.enter_context(launched_as(group))
+            except ValueError as error:  # node 0 cannot listen on the port
+                print(f"strata run: {error}", file=sys.stderr)
+                return EXIT_USAGE
+            return self._run(args, executor)
+
+    def _run(self, args: argparse.Namespace, executor: Any) -> int:
         try:  # output paths first: a refused path must not cost a whole run
             if args.report is not None:
                 check_output_file(args.report, argument="--report", where="strata run")
@@ -163,13 +231,17 @@ class RunCommand:
             with reserve_stdout() if report_to_stdout else contextlib.nullcontext():
                 result = execute(
                     pipeline,
-                    args.executor,
+                    executor,
                     config=config,
                     check=False,
                     job=args.job,
                     params=params,
                 )
         except (PlanError, CheckpointError) as error:
+            print(f"strata run: {error}", file=sys.stderr)
+            return EXIT_USAGE
+        except ImportError as error:  # the executor's library (Ray) is missing
+            _stopped(args, params, start, "failed", f"{type(error).__name__}: {error}")
             print(f"strata run: {error}", file=sys.stderr)
             return EXIT_USAGE
         except KeyboardInterrupt:  # Ctrl-C: say so, in the report too
@@ -491,6 +563,90 @@ def _build(args: argparse.Namespace) -> tuple[Any, Pipeline, dict[str, Any]] | i
         )
         return EXIT_USAGE
     return module, pipeline, params
+
+
+def _executor(args: argparse.Namespace) -> Any:
+    """``--executor`` as a name, or a Ray executor joining ``--ray-address``."""
+    if args.ray_address is None:
+        return args.executor
+    if args.executor != "ray":
+        raise UsageError.build(
+            "--ray-address",
+            "strata run",
+            "--executor ray",
+            f"--executor {args.executor}",
+            "--ray-address names the Ray cluster the ray executor joins.",
+        )
+    from strata.engine.executors.ray_driver import RayExecutor
+
+    return RayExecutor(address=args.ray_address)
+
+
+#: The port node 0 listens on when --master-port is not given (torchrun's).
+DEFAULT_MASTER_PORT = 29500
+#: Variables whose presence means the node group comes from the environment.
+_NODE_VARIABLES = ("STRATA_NNODES", "TORCHELASTIC_RUN_ID", "GROUP_RANK")
+
+
+def _node_group(args: argparse.Namespace) -> Any:
+    """The ``--nnodes`` options as a ``NodeGroup``, or ``None`` (one node)."""
+    given = {
+        "--node-rank": args.node_rank,
+        "--master-addr": args.master_addr,
+        "--master-port": args.master_port,
+    }
+    if args.nnodes is None:
+        named = [name for name, value in given.items() if value is not None]
+        if named:
+            raise UsageError.build(
+                named[0],
+                "strata run",
+                "--nnodes with it",
+                "no --nnodes",
+                "the multi-node options describe one node of --nnodes N.",
+            )
+        if not any(name in os.environ for name in _NODE_VARIABLES):
+            return None
+        from strata.engine.gang.cluster import current
+
+        return current()  # torchrun's (or STRATA_*) variables; ValueError if bad
+    at_least("strata run", 1, **{"--nnodes": args.nnodes})
+    if args.nnodes == 1:
+        return None
+    if args.executor == "ray":
+        raise UsageError.build(
+            "--nnodes",
+            "strata run",
+            "no --nnodes with --executor ray",
+            f"--nnodes {args.nnodes}",
+            "Ray places a gang's ranks across its cluster itself: start the "
+            "job once, with --ray-address.",
+        )
+    if args.node_rank is None or not 0 <= args.node_rank < args.nnodes:
+        got = "none" if args.node_rank is None else str(args.node_rank)
+        raise UsageError.build(
+            "--node-rank",
+            "strata run",
+            f"0 <= --node-rank < --nnodes ({args.nnodes})",
+            got,
+            "number the nodes 0 .. N-1; node 0 hosts the rendezvous store.",
+        )
+    if not args.master_addr:
+        raise UsageError.build(
+            "--master-addr",
+            "strata run",
+            "node 0's address (every node names the same one)",
+            "none",
+            "e.g. --master-addr node0.example (127.0.0.1 for nodes on one machine).",
+        )
+    port = DEFAULT_MASTER_PORT if args.master_port is None else args.master_port
+    if not 1 <= port <= 65535:
+        raise UsageError.build(
+            "--master-port", "strata run", "a port 1..65535", str(port)
+        )
+    from strata.engine.gang.cluster import NodeGroup
+
+    return NodeGroup(args.nnodes, args.node_rank, args.master_addr, port)
 
 
 def _checkpoint_config(args: argparse.Namespace) -> CheckpointConfig | None:

@@ -26,7 +26,7 @@ environment (:meth:`NodeGroup.from_env`):
 
 The *job store* (:func:`job_store`) is one ``TCPStore`` for the whole run,
 hosted by node 0 (``strata run`` opens it before the job starts:
-:func:`host_job_store`) or by torchrun's agent; gangs only publish there where
+:func:`launched_as`) or by torchrun's agent; gangs only publish there where
 their own rendezvous store listens (node 0 hosts one per gang).
 
 Examples:
@@ -51,9 +51,10 @@ Examples:
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
@@ -250,14 +251,33 @@ def job_store(group: NodeGroup, timeout_s: float) -> Any:
         return store
 
 
-def host_job_store(group: NodeGroup, timeout_s: float = 300.0) -> None:
-    """Open the job store now (``strata run`` on node 0 calls it before the job).
+@contextlib.contextmanager
+def launched_as(group: NodeGroup, timeout_s: float = 300.0) -> Iterator[None]:
+    """Run the block as ``group``'s node: its variables set, the job store open.
 
-    So every process of the run (the process executor's workers too) connects
-    to one store that lives as long as this process.
+    ``strata run --nnodes`` wraps the run in it: the ``STRATA_*`` variables
+    reach the process executor's workers, and node 0 opens the job store first,
+    so every process of the run shares that one store. Afterwards the
+    variables are as before and this process's store is closed.
+
+    Raises:
+        ValueError: Node 0 cannot listen on ``master_port``.
     """
-    if group.spans:
-        job_store(group, timeout_s)
+    names = [*group.to_env(), HOSTED_ENV]
+    saved = {name: os.environ.get(name) for name in names}
+    os.environ.update(group.to_env())
+    try:
+        if group.spans and group.hosts_store:
+            job_store(group, timeout_s)
+        yield
+    finally:
+        with _LOCK:
+            _STORES.pop((os.getpid(), group), None)
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
 
 
 def next_launch(name: str) -> int:

@@ -50,7 +50,7 @@ def test_run_writes_the_report(
         ),
         (["run", JOB, "--set", "count=four"], "--set count in "),
         (["run", "no/such/job.py"], "does not exist"),
-        (["run", JOB, "--executor", "ray"], "invalid choice: 'ray'"),
+        (["run", JOB, "--executor", "spark"], "invalid choice: 'spark'"),
     ],
 )
 def test_usage_errors_exit_2(

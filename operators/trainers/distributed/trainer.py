@@ -266,6 +266,18 @@ class DistributedTrainer(GangRunStep):
         model = build_model(self.config, data.num_features, data.num_classes)
         program = program_for(model)
         mode = self.dist.mode
+        spec = self._spec()
+        if isinstance(mode, HongTu) and spec.local_workers() != spec.workers:
+            # The ranks trade rows through the host store, one machine's shared
+            # memory: ranks on another node would never see their peers' rows.
+            raise OperatorError.build(
+                "mode",
+                self.where,
+                "exact or emma on a gang across nodes",
+                f"hongtu with {spec.local_workers()} of {k} workers on this node",
+                "HongTu's host store is shared memory of one machine: train it "
+                "on one node, or use mode=exact across nodes",
+            )
         if isinstance(mode, Emma):
             check_emma(
                 mode,
