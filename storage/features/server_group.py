@@ -40,7 +40,7 @@ from strata.storage.features.wire import (
     dtype_code,
 )
 
-__all__ = ["FeatureServerGroup", "attach_partition"]
+__all__ = ["FeatureServerGroup", "attach_partition", "partition_here"]
 
 # --------------------------------------------------------------- server processes
 # The child's first lines: register stand-ins for the package modules so that
@@ -95,6 +95,11 @@ def attach_partition(
         for t in layout["tables"]
     }
     return owned, tables
+
+
+def partition_here(layout: Mapping[str, Any]) -> bool:
+    """Whether this machine holds the partition's segments (so it can attach)."""
+    return os.path.exists(f"/dev/shm/{layout['ids']['segment']}")
 
 
 def _child_main(spec: Mapping[str, Any]) -> None:
@@ -183,6 +188,10 @@ class FeatureServerGroup:
         max_frame_bytes: each server's limit on bytes per frame.
         transport: ``"tcp"`` (loopback, default) or ``"ipc"`` (Unix sockets in a
             private folder; about 25% faster for large replies on one machine).
+        host: the address TCP servers bind and publish: ``127.0.0.1``, or this
+            machine's address when clients run on other machines (a Ray gang);
+            they then read even their own partition over the wire
+            (:func:`attach_partition` maps this machine's ``/dev/shm`` only).
 
     Attributes:
         endpoints: ``{part: endpoint}``; ``pids``: ``{part: pid}``;
@@ -206,6 +215,7 @@ class FeatureServerGroup:
         max_request_ids: int = MAX_REQUEST_IDS,
         max_frame_bytes: int = MAX_FRAME_BYTES,
         transport: str = "tcp",
+        host: str = "127.0.0.1",
     ) -> None:
         where = f"FeatureServerGroup {name!r}"
         if transport not in ("tcp", "ipc"):
@@ -246,7 +256,7 @@ class FeatureServerGroup:
                 network,
                 (int(max_request_ids), int(max_frame_bytes)),
                 startup_timeout_s,
-                transport,
+                "ipc://" if transport == "ipc" else f"tcp://{host}:0",
             )
         except BaseException:
             self.close()
@@ -312,20 +322,19 @@ class FeatureServerGroup:
         network: NetworkModel | None,
         limits: tuple[int, int],
         timeout_s: float,
-        transport: str,
+        endpoint: str,
     ) -> None:
+        """Start the servers; ``endpoint`` is ``ipc://`` or ``tcp://host:0``."""
         packages = _packages()
         folder = ""
-        if transport == "ipc":
+        if endpoint == "ipc://":
             folder = tempfile.mkdtemp(prefix="strata-features-")
             self._state.folders.append(folder)
         for part in range(self.num_parts):
             spec = {
                 "packages": packages,
                 "layout": self._layouts[part],
-                "endpoint": f"ipc://{folder}/p{part}"
-                if folder
-                else "tcp://127.0.0.1:0",
+                "endpoint": f"ipc://{folder}/p{part}" if folder else endpoint,
                 "name": self.names[part],
                 "network": [network.latency_s, network.bandwidth_Bps]
                 if network

@@ -240,6 +240,7 @@ class SampledGangTrainer(GangRunStep):
                     network=gang.network.model(),
                     name=f"{name}-features",
                     num_parts=gang.workers,
+                    host=_server_host(self._spec(name)),
                 )
             inputs = RankInputs(
                 shared=shared,
@@ -441,6 +442,15 @@ class SampledGangTrainer(GangRunStep):
             f"SampledGangTrainer({self.config.model.name}, workers={gang.workers}, "
             f"samplers={gang.samplers}, cache={gang.cache} {gang.cache_policy})"
         )
+
+
+def _server_host(spec: GangSpec) -> str:
+    """Loopback for local ranks; this node's address for Ray actors anywhere."""
+    if spec.resolved_launcher() == "ray":
+        from strata.engine.gang.ray_gang import node_address
+
+        return node_address()
+    return "127.0.0.1"
 
 
 def _served(servers: FeatureServerGroup | None) -> dict[int, Traffic]:

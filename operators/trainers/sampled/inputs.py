@@ -15,13 +15,17 @@ import numpy as np
 import torch
 
 from strata.engine.gang import SharedTensors
+from strata.engine.gang.ray_gang import network_forced
 from strata.operators.trainers.config import TrainConfig
 from strata.operators.trainers.sampled.config import SampledGangConfig
 from strata.operators.trainers.sampled.trainer import SamplingConfig
 from strata.storage import CSRGraph
-from strata.storage.features.server_group import attach_partition
+from strata.storage.features.server_group import attach_partition, partition_here
 
 __all__ = ["RankInputs", "RankResult"]
+
+# A part's rows fetched over the wire, by server endpoint (unique per server).
+_FETCHED: dict[str, dict[str, np.ndarray]] = {}
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,11 +61,31 @@ class RankInputs:
 
         With feature servers they are the servers' own shared segments
         (:func:`~strata.storage.features.server.attach_partition`); a one-part
-        run keeps them in ``shared``.
+        run keeps them in ``shared``. A rank on another machine than the
+        servers (or any rank when ``$STRATA_GANG_NETWORK=1``) reads them from
+        the part's server once, over the wire (the network path).
         """
         if part in self.layouts:
-            return attach_partition(self.layouts[part])[1]
+            layout = self.layouts[part]
+            if partition_here(layout) and not network_forced():
+                return attach_partition(layout)[1]
+            return self._fetched(part, [t["attr"] for t in layout["tables"]])
         return {"x": self.array(f"x.{part}"), "y": self.array(f"y.{part}")}
+
+    def _fetched(self, part: int, attrs: list[str]) -> dict[str, np.ndarray]:
+        endpoint = self.endpoints[part]
+        if endpoint not in _FETCHED:
+            from strata.storage.features.remote import RemoteFeatureStore
+
+            owner = self.array("owner")
+            ids = np.flatnonzero(owner == part)
+            with RemoteFeatureStore(
+                dict(self.endpoints), owner, timeout_s=self.gang.fetch_timeout_s
+            ) as store:
+                _FETCHED[endpoint] = {
+                    attr: store.fetch(attr, {part: ids})[part] for attr in attrs
+                }
+        return _FETCHED[endpoint]
 
     def graph(self) -> CSRGraph:
         """The graph (shared arrays; its in-adjacency is computed here)."""

@@ -78,6 +78,16 @@ class ChunkedEngine:
         self.config = inputs.config
         plan = inputs.plan
         assert plan is not None, "a HongTu run has a chunk plan"
+        if inputs.shared.carried and ctx.world_size > 1:
+            # The ranks exchange rows through the host store while they run; a
+            # copy carried to another node would never see its peers' rows.
+            raise OperatorError.build(
+                "mode",
+                f"worker rank {ctx.rank}",
+                "HongTu ranks on the node that holds the host store",
+                "a rank on another node (its shared memory arrived as a copy)",
+                "use mode='exact' across nodes, or a gang that fits on one node",
+            )
         self.plan = plan
         self.num_chunks = plan.chunks
         self.policies = plan.policies
