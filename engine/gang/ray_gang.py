@@ -254,19 +254,14 @@ class RayGangSupervisor(GangSupervisor):
             network = r.node_id != here or network_forced()
             if network not in calls:
                 calls[network] = ray.put(self._pickle((fn, args, kwargs), network))
-            setup = WorkerSetup(
-                name=self.name,
-                rank=r.rank,
-                world_size=spec.workers,
+            setup = WorkerSetup.of_rank(
+                self.name,
+                spec,
+                placement,
+                r.rank,
                 device=placement.devices[r.rank],
-                backend=placement.backend,
-                threads=placement.threads,
-                host=self.host,
-                port=self.store.port,
-                base_seed=spec.seed,
+                address=(self.host, self.store.port),
                 env=env,
-                startup_timeout_s=spec.startup_timeout_s,
-                collective_timeout_s=spec.collective_timeout_s,
             )
             r.run_ref = r.process.run.remote(setup, calls[network])
 
@@ -371,15 +366,9 @@ def _placement(spec: GangSpec, ray: ModuleType) -> GangPlacement:
     if kind == "auto":
         kind = "cuda" if gpus else "cpu"
     if kind == "cuda" and not gpus:
-        raise ValueError(
-            format_error(
-                "device",
-                spec.name or "gang",
-                "a GPU in the Ray cluster",
-                "none",
-                "use device='auto' to fall back to CPU actors.",
-            )
-        )
+        hint = "use device='auto' to fall back to CPU actors."
+        where = spec.name or "gang"
+        raise ValueError(format_error("device", where, "a Ray GPU", "none", hint))
     backend = spec.backend or ("nccl" if kind == "cuda" else "gloo")
     # Each GPU actor sees its one GPU (Ray sets CUDA_VISIBLE_DEVICES).
     device = "cuda:0" if kind == "cuda" else "cpu"

@@ -161,19 +161,13 @@ class GangSupervisor:
         self.launched = time.monotonic()
         with start.starting():
             for rank in self.local:
-                setup = WorkerSetup(
-                    name=self.name,
-                    rank=rank,
-                    world_size=spec.workers,
+                setup = WorkerSetup.of_rank(
+                    self.name,
+                    spec,
+                    placement,
+                    rank,
                     device=placement.devices[rank - self.local.start],
-                    backend=placement.backend,
-                    threads=placement.threads,
-                    host=self.host,
-                    port=self.port,
-                    base_seed=spec.seed,
-                    env=dict(spec.env),
-                    startup_timeout_s=spec.startup_timeout_s,
-                    collective_timeout_s=spec.collective_timeout_s,
+                    address=(self.host, self.port),
                 )
                 reader, writer = context.Pipe(duplex=False)
                 process = context.Process(  # type: ignore[attr-defined]
@@ -359,8 +353,9 @@ class GangSupervisor:
         failure = dataclasses.replace(
             item.failure, detail=f"{item.failure.detail} (on node {item.node})"
         )
-        if item.cause is not None:
-            self.remote[failure.rank] = item.cause
+        cause = item.error()
+        if cause is not None:
+            self.remote[failure.rank] = cause
         self.heard_remote = True
         self._record(failure, item.seq)
 
@@ -430,7 +425,7 @@ class GangSupervisor:
         log.info("gang %r: rank %d %s: %s", self.name, r.rank, kind.value, detail)
         if self.link is not None and not self.lost:
             mine = [
-                Published(seq, self.link.group.node_rank, f, self.remote.get(f.rank))
+                Published.of(seq, self.link.group.node_rank, f, self.remote.get(f.rank))
                 for f, seq in zip(self.failures, self.order, strict=True)
                 if f.rank in self.local and f.pid is not None
             ]

@@ -41,10 +41,13 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import timedelta
 from multiprocessing.connection import Connection, wait
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from strata.engine.gang.context import GangContext, seed_everything
 from strata.engine.gang.messages import Beat, Done, Failed, Ready, WorkerMessage
+
+if TYPE_CHECKING:
+    from strata.engine.gang.spec import GangPlacement, GangSpec
 
 #: Exit code of a worker whose parent died (the lifeline ended it).
 ORPHANED = 75
@@ -66,6 +69,35 @@ class WorkerSetup:
     env: Mapping[str, str]
     startup_timeout_s: float
     collective_timeout_s: float
+
+    @classmethod
+    def of_rank(
+        cls,
+        name: str,
+        spec: GangSpec,
+        placement: GangPlacement,
+        rank: int,
+        *,
+        device: str,
+        address: tuple[str, int],
+        env: Mapping[str, str] | None = None,
+    ) -> WorkerSetup:
+        """Rank ``rank``'s setup in ``spec``'s gang; ``address`` is the store's."""
+        host, port = address
+        return cls(
+            name=name,
+            rank=rank,
+            world_size=spec.workers,
+            device=device,
+            backend=placement.backend,
+            threads=placement.threads,
+            host=host,
+            port=port,
+            base_seed=spec.seed,
+            env=dict(spec.env if env is None else env),
+            startup_timeout_s=spec.startup_timeout_s,
+            collective_timeout_s=spec.collective_timeout_s,
+        )
 
 
 def main(

@@ -9,7 +9,6 @@ box), so the tests are few and each runs one gang.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from types import ModuleType
 
 import gang_workers as gw
@@ -31,32 +30,9 @@ from strata.engine.gang.ray_gang import NETWORK_ENV
 pytestmark = [pytest.mark.ray, pytest.mark.multiprocess]
 
 
-@pytest.fixture(scope="module")
-def ray(request: pytest.FixtureRequest) -> ModuleType:
-    """The test run's shared Ray instance (tests/conftest.py), or one of our own."""
-    try:
-        module: ModuleType = request.getfixturevalue("ray_session")
-    except pytest.FixtureLookupError:
-        from strata.engine.ray_cluster import connect
-
-        module = connect(num_cpus=2)
-    return module
-
-
 @pytest.fixture
-def no_live_actors(ray: ModuleType) -> Iterator[None]:
-    """Fail the test if an actor it started is still alive shortly after."""
-    from ray._private import state
-
-    def alive() -> set[str]:
-        return {k for k, v in state.actors().items() if v["State"] == "ALIVE"}
-
-    before = alive()
-    yield
-    deadline = time.monotonic() + 5.0
-    while alive() - before and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert not alive() - before, "actors left alive"
+def no_live_actors(ray_session: ModuleType, no_leftovers: None) -> None:
+    """The run's shared Ray cluster; no thread, process or actor left after."""
 
 
 def spec(**settings: object) -> GangSpec:

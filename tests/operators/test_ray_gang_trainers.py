@@ -30,20 +30,9 @@ from strata.operators.trainers.distributed import DistributedConfig, Distributed
 pytestmark = [pytest.mark.ray, pytest.mark.multiprocess]
 
 
-@pytest.fixture(scope="module")
-def ray(request: pytest.FixtureRequest) -> ModuleType:
-    """The test run's shared Ray instance (tests/conftest.py), or one of our own."""
-    try:
-        module: ModuleType = request.getfixturevalue("ray_session")
-    except pytest.FixtureLookupError:
-        from strata.engine.ray_cluster import connect
-
-        module = connect(num_cpus=2)
-    return module
-
-
 @pytest.fixture
-def on_ray(ray: ModuleType, monkeypatch: pytest.MonkeyPatch) -> None:
+def on_ray(ray_session: ModuleType, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Gangs start on the run's shared Ray cluster, as in a Ray executor's worker."""
     monkeypatch.setenv(LAUNCHER_ENV, "ray")
 
 
