@@ -63,12 +63,30 @@ class RankRecord:
 
 @dataclass(frozen=True, slots=True)
 class Published:
-    """A failure seen on some node, in the order the store numbered it."""
+    """A failure seen on some node, in the order the store numbered it.
+
+    ``cause`` is the rank's exception as text (type name, message, traceback):
+    a :class:`RemoteError` does not survive pickling.
+    """
 
     seq: int
     node: int
     failure: WorkerFailure
-    cause: RemoteError | None
+    cause: tuple[str, str, str] | None
+
+    @classmethod
+    def of(
+        cls, seq: int, node: int, failure: WorkerFailure, cause: RemoteError | None
+    ) -> Published:
+        """Number ``failure`` with its cause (if it raised)."""
+        text = None
+        if cause is not None:
+            text = (cause.type_name, cause.message, cause.traceback)
+        return cls(seq, node, failure, text)
+
+    def error(self) -> RemoteError | None:
+        """The rank's exception, as the other nodes chain it."""
+        return None if self.cause is None else RemoteError(*self.cause)
 
 
 class NodeLink:

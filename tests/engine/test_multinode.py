@@ -502,4 +502,4 @@ def test_two_nodes_agree_on_every_rank_result(tmp_path: Path) -> None:
     logs = [(tmp_path / f"node{r}.log").read_text() for r in (0, 1)]
     assert codes == [0, 0], logs
     for log in logs:
-        assert "'results': [4.0, 4.0, 4.0, 4.0], 'world_size': 4" in log
+        assert "results    = [4.0, 4.0, 4.0, 4.0]\nworld_size = 4" in log
