@@ -353,9 +353,8 @@ class GangSupervisor:
         failure = dataclasses.replace(
             item.failure, detail=f"{item.failure.detail} (on node {item.node})"
         )
-        cause = item.error()
-        if cause is not None:
-            self.remote[failure.rank] = cause
+        if item.cause is not None:
+            self.remote[failure.rank] = item.cause
         self.heard_remote = True
         self._record(failure, item.seq)
 
@@ -425,7 +424,7 @@ class GangSupervisor:
         log.info("gang %r: rank %d %s: %s", self.name, r.rank, kind.value, detail)
         if self.link is not None and not self.lost:
             mine = [
-                Published.of(seq, self.link.group.node_rank, f, self.remote.get(f.rank))
+                Published(seq, self.link.group.node_rank, f, self.remote.get(f.rank))
                 for f, seq in zip(self.failures, self.order, strict=True)
                 if f.rank in self.local and f.pid is not None
             ]
