@@ -353,8 +353,9 @@ class GangSupervisor:
         failure = dataclasses.replace(
             item.failure, detail=f"{item.failure.detail} (on node {item.node})"
         )
-        if item.cause is not None:
-            self.remote[failure.rank] = item.cause
+        cause = item.error()
+        if cause is not None:
+            self.remote[failure.rank] = cause
         self.heard_remote = True
         self._record(failure, item.seq)
 
@@ -424,7 +425,7 @@ class GangSupervisor:
         log.info("gang %r: rank %d %s: %s", self.name, r.rank, kind.value, detail)
         if self.link is not None and not self.lost:
             mine = [
-                Published(seq, self.link.group.node_rank, f, self.remote.get(f.rank))
+                Published.of(seq, self.link.group.node_rank, f, self.remote.get(f.rank))
                 for f, seq in zip(self.failures, self.order, strict=True)
                 if f.rank in self.local and f.pid is not None
             ]
