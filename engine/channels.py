@@ -171,6 +171,15 @@ class Channel:
                     self._not_full.notify_all()
             return message
 
+    def try_get(self) -> Message | None:
+        """Remove and return the oldest message, or ``None`` when there is none."""
+        with self._lock:
+            if self._cancelled:
+                raise Cancelled
+            if not self._queue:
+                return None
+        return self.get()  # one consumer per channel: the message is still there
+
     def hold(self, message: Delivery | EndOfStream | Barrier) -> None:
         """The consumer moved ``message`` aside; count it against its link."""
         if isinstance(message, Delivery):

@@ -16,7 +16,9 @@ Examples:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import traceback
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 
 def format_error(
@@ -124,6 +126,45 @@ class RemoteError(Exception):
         self.type_name = type_name
         self.message = message
         self.traceback = traceback
+
+
+def error_fields(error: StepError) -> dict[str, Any]:
+    """A step error as plain JSON fields, to send from a worker to the driver.
+
+    The cause travels as text (type name, message, traceback): the driver never
+    unpickles exceptions made elsewhere. :func:`error_from_fields` rebuilds it.
+    """
+    cause = error.__cause__ or error
+    return {
+        "message": str(error),
+        "step": error.step,
+        "location": error.location,
+        "shard": error.shard,
+        "type": type(cause).__qualname__,
+        "cause": str(cause),
+        "traceback": "".join(traceback.format_exception(cause)),
+    }
+
+
+def error_from_fields(fields: Mapping[str, Any]) -> StepError:
+    """The driver's :class:`StepError` for :func:`error_fields`' output.
+
+    Examples:
+        >>> try:
+        ...     raise StepError("boom", step="s", location="m:f") from KeyError("k")
+        ... except StepError as error:
+        ...     back = error_from_fields(error_fields(error))
+        >>> back.step, back.location, back.__cause__.type_name
+        ('s', 'm:f', 'KeyError')
+    """
+    error = StepError(
+        fields["message"],
+        step=fields["step"],
+        location=fields["location"],
+        shard=fields["shard"],
+    )
+    error.__cause__ = RemoteError(fields["type"], fields["cause"], fields["traceback"])
+    return error
 
 
 class CheckpointError(RuntimeError):

@@ -31,10 +31,17 @@ def _process() -> Executor:
     return ProcessExecutor()
 
 
+def _ray() -> Executor:
+    from strata.engine.executors.ray_driver import RayExecutor
+
+    return RayExecutor()
+
+
 #: Executors by the name ``strata run --executor`` accepts.
 EXECUTORS: dict[str, Callable[[], Executor]] = {
     "local": LocalExecutor,
     "process": _process,
+    "ray": _ray,
 }
 
 
@@ -53,7 +60,8 @@ def execute(
     Args:
         pipeline: A pipeline (validated here) or an already validated plan.
         executor: ``"local"`` (threads, the default), ``"process"`` (one process per
-            task, pyzmq channels), or an executor object.
+            task, pyzmq channels), ``"ray"`` (Ray actors and tasks; needs Ray), or
+            an executor object.
         config: Channel bounds, seed, progress bars, shutdown limits.
         collect: ``"step"`` or ``"step.port"`` references whose items to return in
             ``RunResult.collected`` (meant for small results and tests).

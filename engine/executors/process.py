@@ -55,8 +55,8 @@ from strata.engine.config import RunConfig
 from strata.engine.errors import (
     CheckpointError,
     PlanError,
-    RemoteError,
     StepError,
+    error_from_fields,
     format_error,
 )
 from strata.engine.executors import worker
@@ -334,14 +334,7 @@ class _Run:
             entry = TaskEntry.from_dict(header["entry"])
             self._coordinate(index, lambda c: c.report(index, header["n"], entry))
         elif kind == "error" and self.error is None:
-            cause = RemoteError(header["type"], header["cause"], header["traceback"])
-            self.error = StepError(
-                header["message"],
-                step=header["step"],
-                location=header["location"],
-                shard=header["shard"],
-            )
-            self.error.__cause__ = cause
+            self.error = error_from_fields(header)
             self.done.add(index)
 
     def _coordinate(self, index: int, decide: Any) -> None:

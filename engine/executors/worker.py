@@ -34,7 +34,6 @@ import pickle
 import signal
 import struct
 import time
-import traceback
 from collections import deque
 from dataclasses import dataclass
 from typing import Any
@@ -52,7 +51,7 @@ from strata.engine.channels import (
 )
 from strata.engine.checkpoint.store import TaskEntry
 from strata.engine.checkpoint.task import TaskCheckpoints, TaskCheckpointSpec
-from strata.engine.errors import StepError
+from strata.engine.errors import StepError, error_fields
 from strata.engine.metrics import StepMetrics
 from strata.engine.progress import configure_worker_logging
 from strata.engine.runtime import Inbox, Outlet, run_task
@@ -106,21 +105,7 @@ def main(coordinator: str, identity: bytes, step_id: str, blob: bytes) -> None:
 
 
 def _send_error(control: zmq.Socket[Any], error: StepError) -> None:
-    cause = error.__cause__ or error
-    control.send_multipart(
-        pack(
-            {
-                "k": "error",
-                "message": str(error),
-                "step": error.step,
-                "location": error.location,
-                "shard": error.shard,
-                "type": type(cause).__qualname__,
-                "cause": str(cause),
-                "traceback": "".join(traceback.format_exception(cause)),
-            }
-        )
-    )
+    control.send_multipart(pack({"k": "error", **error_fields(error)}))
 
 
 def _check_coordinator() -> None:
