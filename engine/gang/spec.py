@@ -140,11 +140,12 @@ class GangSpec:
             )
         )
 
-    def local_workers(self) -> int:
-        """How many ranks this machine starts: ``workers``, or this node's share.
+    def local_ranks(self) -> range:
+        """The ranks this machine starts: all, or this node's share.
 
         A local gang across nodes (:mod:`strata.engine.gang.cluster`) starts
-        ``workers / nnodes`` ranks on each node.
+        ``workers / nnodes`` ranks on each node: node ``R`` the ranks
+        ``[R*k, (R+1)*k)``.
 
         Raises:
             ValueError: ``workers`` is not a multiple of the node count.
@@ -153,8 +154,12 @@ class GangSpec:
 
         group = current() if self.resolved_launcher() == "local" else None
         if group is None:
-            return self.workers
-        return len(group.share(self.workers, self.name or "gang"))
+            return range(self.workers)
+        return group.share(self.workers, self.name or "gang")
+
+    def local_workers(self) -> int:
+        """How many ranks this machine starts (:meth:`local_ranks`)."""
+        return len(self.local_ranks())
 
     def placement(self) -> GangPlacement:
         """Resolve the device kind, backend, per-rank devices and threads here.

@@ -9,6 +9,7 @@ be left running.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
@@ -31,8 +32,11 @@ from strata.engine.cli import main as engine_main
 from strata.engine.gang import GangSpec, run_gang
 from strata.engine.gang.cluster import NodeGroup, current, launched_as
 from strata.operators.cli.main import main
-from strata.operators.trainers import TIMING_KEYS, FullGraphTrainer
+from strata.operators.errors import OperatorError
+from strata.operators.trainers import TIMING_KEYS, FullGraphTrainer, ModelConfig
 from strata.operators.trainers.data import TrainingData
+from strata.operators.trainers.distributed import DistributedConfig, DistributedTrainer
+from strata.operators.trainers.sampled import SampledGangConfig, SampledGangTrainer
 from strata.storage import load_planetoid
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -47,6 +51,7 @@ SMALL = [
     "--set=epochs=5",
     "--set=hidden=16",
 ]
+SAGE = ModelConfig("sage", hidden=16)
 #: Outputs that measure the machine, not the model.
 MEASURED = {*TIMING_KEYS, "peak_rss_bytes", "gang_startup_s"}
 
@@ -221,8 +226,7 @@ def test_bad_node_variables_are_clear_errors(env: dict[str, str], match: str) ->
 
 
 def test_a_gang_takes_this_nodes_share(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name, value in NodeGroup(2, 1, "127.0.0.1", 29999).to_env().items():
-        monkeypatch.setenv(name, value)
+    node_one_of_two(monkeypatch)
     assert current() == NodeGroup(2, 1, "127.0.0.1", 29999)
     spec = GangSpec(workers=4, device="cpu", threads_per_worker=1)
     assert spec.local_workers() == 2
@@ -234,6 +238,27 @@ def test_a_gang_takes_this_nodes_share(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("STRATA_NNODES", "1")
     monkeypatch.setenv("STRATA_NODE_RANK", "0")
     assert current() is None
+
+
+def node_one_of_two(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name, value in NodeGroup(2, 1, "127.0.0.1", 29999).to_env().items():
+        monkeypatch.setenv(name, value)
+
+
+def test_hongtu_and_armada_refuse_a_gang_across_nodes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Both trade data through one machine (HongTu's host store in shared
+    memory, Armada's loopback channels): a clear error before any gang starts."""
+    data = TrainingData.from_dataset(load_planetoid("cora"))
+    node_one_of_two(monkeypatch)
+    hongtu = DistributedConfig(workers=2, mode="hongtu")
+    with pytest.raises(OperatorError, match=r"mode in DistributedTrainer.*exact"):
+        DistributedTrainer(multinode_fit.train_config(), hongtu).fit(data)
+    config = dataclasses.replace(multinode_fit.train_config(), model=SAGE)
+    armada = SampledGangConfig(workers=2, samplers=2)
+    with pytest.raises(OperatorError, match=r"samplers in SampledGangTrainer"):
+        SampledGangTrainer(config, gang=armada).fit(data)
 
 
 @pytest.mark.parametrize(
@@ -364,6 +389,75 @@ def test_two_strata_run_launches_equal_one(tmp_path: Path) -> None:
         outputs = json.loads((tmp_path / f"node{rank}.json").read_text())["outputs"]
         assert comparable(outputs) == expected
     assert logs[0].splitlines()[0] == logs[1].splitlines()[0]  # same summary
+
+
+SAMPLED = [
+    *(
+        f"--set={k}={v}"
+        for k, v in {
+            "num_nodes": 3000,
+            "num_classes": 4,
+            "num_features": 16,
+            "hidden": 32,
+            "batch_size": 256,
+            "epochs": 2,
+            "device": "cpu",
+            "threads": 1,
+            "workers": 2,
+            "cache": 0.5,
+        }.items()
+    )
+]
+
+
+@pytest.mark.multiprocess
+@pytest.mark.slow
+def test_two_nodes_train_the_sampled_sage_of_one(tmp_path: Path) -> None:
+    """A colocated sampled gang: each node runs the feature servers for its own
+    ranks (every node has the features); the outputs equal one node's."""
+    single = tmp_path / "single.json"
+    assert (
+        main(
+            [
+                "run",
+                "jobs/sampled_sage.py",
+                *SAMPLED,
+                "--quiet",
+                "--report",
+                str(single),
+            ]
+        )
+        == 0
+    )
+    port = free_port()
+    report = str(tmp_path / "node{node_rank}.json")
+    nodes = [
+        launch(
+            [
+                STRATA,
+                "run",
+                "jobs/sampled_sage.py",
+                *SAMPLED,
+                "--quiet",
+                "--report",
+                report,
+                *node_args(rank, port),
+            ],
+            child_env(),
+            tmp_path / f"node{rank}.log",
+        )
+        for rank in (0, 1)
+    ]
+    try:
+        codes = [node.wait(120) for node in nodes]
+    finally:
+        stop(nodes)
+    assert codes == [0, 0], [(tmp_path / f"node{r}.log").read_text() for r in (0, 1)]
+    expected = comparable(json.loads(single.read_text())["outputs"])
+    assert expected["traffic_agrees"] is True
+    for rank in (0, 1):
+        outputs = json.loads((tmp_path / f"node{rank}.json").read_text())["outputs"]
+        assert comparable(outputs) == expected
 
 
 def torchrun_works() -> bool:

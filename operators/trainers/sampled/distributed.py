@@ -176,6 +176,17 @@ class SampledGangTrainer(GangRunStep):
             raise OperatorError.build(
                 "train_mask", self.where, "at least one training vertex", "none"
             )
+        spec = self._spec(self.where)
+        if self.gang.samplers and spec.local_workers() != spec.workers:
+            # Armada's sampler -> trainer channels bind loopback ports.
+            raise OperatorError.build(
+                "samplers",
+                self.where,
+                "samplers=0 (colocated) on a gang across nodes",
+                f"samplers={self.gang.samplers}",
+                "Armada's channels stay on one machine: train colocated across "
+                "nodes, or Armada on one node",
+            )
 
     def _worker(self) -> Worker:
         if self.gang.colocated:
@@ -388,9 +399,13 @@ class SampledGangTrainer(GangRunStep):
                 extra = r.setup.get(f"setup_fill_{unit}", 0)
                 for key in (f"fill_{unit}", f"remote_{unit}"):
                     totals[key] = totals.get(key, 0) + extra
+        # The servers served this machine's ranks: on a gang across nodes, each
+        # node runs its own servers for its share of the ranks.
+        here = self._spec(self.where).local_ranks()
         client = Traffic()
         for r in results:
-            client = client + Traffic(**r.setup["client"])
+            if self.gang.samplers + r.rank in here:
+                client = client + Traffic(**r.setup["client"])
         server = Traffic()
         for traffic in served.values():
             server = server + traffic
