@@ -59,7 +59,7 @@ Outlets = Mapping[tuple[int, int, int], Outlet]
 #: Receives the items of collected ports: (port name, item).
 Collector = Callable[[str, Any], None]
 
-__all__ = ["Collector", "Inbox", "Outlet", "Outlets", "run_task"]
+__all__ = ["Collector", "Inbox", "Outlet", "Outlets", "engine_failure", "run_task"]
 
 
 def run_task(
@@ -424,6 +424,18 @@ _WIRE_TYPES = (
     "an Arrow batch or table, numpy array, torch tensor, bytes, JSON scalar, "
     "or a dict, list or tuple of those"
 )
+
+
+def engine_failure(task: Task, exc: BaseException) -> StepError:
+    """The error of an engine bug while running ``task`` (``exc`` chained).
+
+    Every executor ends a run with it instead of losing the exception.
+    """
+    error = StepError.wrap(
+        exc, step=task.step.id, location="engine", shard=task.shard, shards=task.shards
+    )
+    error.__cause__ = exc
+    return error
 
 
 def _wrap(task: Task, exc: Exception, location: str) -> StepError:

@@ -62,7 +62,7 @@ from strata.engine.pipeline import StepKind
 from strata.engine.plan import Plan
 from strata.engine.progress import Progress
 from strata.engine.report import CheckpointReport
-from strata.engine.runtime import Inbox, Outlet, run_task
+from strata.engine.runtime import Inbox, Outlet, engine_failure, run_task
 from strata.engine.tasks import Task, expand, task_name
 
 _TICK_S = 0.2
@@ -238,15 +238,7 @@ class _Run:
         except StepError as exc:
             self._fail(exc)
         except BaseException as exc:  # an engine bug must still end the run
-            error = StepError.wrap(
-                exc,
-                step=task.step.id,
-                location="engine",
-                shard=task.shard,
-                shards=task.shards,
-            )
-            error.__cause__ = exc
-            self._fail(error)
+            self._fail(engine_failure(task, exc))
         finally:
             with self._lock:
                 self._running -= 1

@@ -61,7 +61,7 @@ from strata.engine.errors import StepError, error_fields, format_error
 from strata.engine.gang.spec import LAUNCHER_ENV
 from strata.engine.inbox import Inbox
 from strata.engine.metrics import StepMetrics
-from strata.engine.runtime import Outlet, run_task
+from strata.engine.runtime import Outlet, engine_failure, run_task
 from strata.engine.tasks import Task
 
 _FLUSH_S = 0.005
@@ -430,15 +430,7 @@ def _run_hosted(
     except StepError as error:
         result.error = error_fields(error)
     except BaseException as exc:  # an engine bug must still end the run clearly
-        failure = StepError.wrap(
-            exc,
-            step=task.step.id,
-            location="engine",
-            shard=task.shard,
-            shards=task.shards,
-        )
-        failure.__cause__ = exc
-        result.error = error_fields(failure)
+        result.error = error_fields(engine_failure(task, exc))
     result.metrics = metrics.to_dict()
     result.outbox = outbox.drain()
     outbox.close()
