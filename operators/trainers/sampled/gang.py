@@ -350,6 +350,7 @@ def train_rank(
         history.append(counters)
         ctx.heartbeat(f"epoch {epoch + 1}/{config.epochs}")
     client = Traffic() if store is None else store.traffic.snapshot()
+    client = client + inputs.partition_traffic(rank)  # the network path's read
     setup["client"] = dataclasses.asdict(client)
     if store is not None:
         store.close()

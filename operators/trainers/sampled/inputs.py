@@ -21,11 +21,13 @@ from strata.operators.trainers.sampled.config import SampledGangConfig
 from strata.operators.trainers.sampled.trainer import SamplingConfig
 from strata.storage import CSRGraph
 from strata.storage.features.server_group import attach_partition, partition_here
+from strata.storage.features.traffic import Traffic
 
 __all__ = ["RankInputs", "RankResult"]
 
-# A part's rows fetched over the wire, by server endpoint (unique per server).
-_FETCHED: dict[str, dict[str, np.ndarray]] = {}
+# A part's rows fetched over the wire, and what that cost, by server endpoint
+# (unique per server).
+_FETCHED: dict[str, tuple[dict[str, np.ndarray], Traffic]] = {}
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,10 +84,14 @@ class RankInputs:
             with RemoteFeatureStore(
                 dict(self.endpoints), owner, timeout_s=self.gang.fetch_timeout_s
             ) as store:
-                _FETCHED[endpoint] = {
-                    attr: store.fetch(attr, {part: ids})[part] for attr in attrs
-                }
-        return _FETCHED[endpoint]
+                tables = {attr: store.fetch(attr, {part: ids})[part] for attr in attrs}
+                _FETCHED[endpoint] = (tables, store.traffic.snapshot())
+        return _FETCHED[endpoint][0]
+
+    def partition_traffic(self, part: int) -> Traffic:
+        """What reading part ``part`` over the wire cost (zero where it was mapped)."""
+        fetched = _FETCHED.get(self.endpoints.get(part, ""))
+        return Traffic() if fetched is None else fetched[1]
 
     def graph(self) -> CSRGraph:
         """The graph (shared arrays; its in-adjacency is computed here)."""
