@@ -124,6 +124,9 @@ class RayExecutor:
         self.last_startup_s = 0.0
         #: Resumes after a worker died, in the last run.
         self.restarts = 0
+        #: The actor of each task of the run in progress, by task name (``step`` or
+        #: ``step[shard/shards]``): for operations, and for tests that kill one.
+        self.actors: dict[str, Any] = {}
 
     def run(self, plan: Plan, config: RunConfig, collect: tuple[str, ...]) -> Outcome:
         """Run the plan on Ray; resume a checkpointed run whose worker died."""
@@ -254,6 +257,7 @@ class _Attempt:
         concurrency = [4 * self.tasks[i].inbound_links + 4 for i in wanted]
         handles = _POOL.take(self.ray, concurrency, self.executor.task_cpus)
         self.actors = dict(zip(wanted, handles, strict=True))
+        self.executor.actors = {self.tasks[i].name: h for i, h in self.actors.items()}
         checks = {
             actor.start.remote(self.token, self._spec(i)): i
             for i, actor in self.actors.items()
@@ -469,6 +473,7 @@ class _Attempt:
     def _stop(self) -> None:
         """Cancel what still runs, wait a little; pool or kill the actors."""
         ray = self.ray
+        self.executor.actors = {}
         if self.running:
             for i, actor in self.actors.items():
                 if i not in self.done:
