@@ -25,6 +25,9 @@ name                        what it is
                             feedback
 :func:`broadcast_module`    rank 0's weights to every rank
 :class:`GangError`          the failure, naming ranks (``.rank``, ``.pid``)
+:class:`NodeGroup`          this process's node of a job launched on several
+                            (``strata run --nnodes``, torchrun): each gang
+                            starts this node's share of its ranks
 ==========================  ===================================================
 
 The engine knows nothing about graphs: a trainer passes handles (tensors,
@@ -71,6 +74,7 @@ from strata.engine.gang.allreduce import (
     GradientAllReducer,
     broadcast_module,
 )
+from strata.engine.gang.cluster import NodeGroup
 from strata.engine.gang.context import GangContext, ReduceOp, rank_seed, seed_everything
 from strata.engine.gang.errors import FailureKind, GangError, WorkerFailure
 from strata.engine.gang.launcher import run_gang, run_gang_report
@@ -91,6 +95,7 @@ __all__ = [
     "GangSpec",
     "GangStep",
     "GradientAllReducer",
+    "NodeGroup",
     "ReduceOp",
     "SharedTensors",
     "WorkerFailure",
