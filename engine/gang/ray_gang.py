@@ -10,13 +10,17 @@ local processes. Everything else is the local gang's: each actor runs
 heartbeats, the grace period, the ``GangError`` naming the rank, start-up
 retries). Only the transport differs:
 
-* **Placement.** One placement group of ``workers`` bundles, strategy ``PACK``
-  (all ranks on one node when it has room: shared memory stays usable), created
-  before any actor and removed after the gang. A CUDA gang's bundle is one GPU
-  (the actor sees it as ``cuda:0``; NCCL); a CPU gang's is a nominal
-  ``0.01`` CPU: Ray's CPU accounting does not pace a rank's threads
-  (``threads_per_worker``, or the driver's cores over the ranks, as locally
-  does), and a 2-CPU cluster whose step task holds one CPU still fits a gang.
+* **Placement.** A CUDA gang reserves one GPU per rank at once: a placement
+  group of ``workers`` bundles of one GPU, strategy ``PACK`` (all ranks on one
+  node when it has room: shared memory stays usable), created before any actor
+  and removed after the gang; each actor sees its GPU as ``cuda:0`` (NCCL). A
+  CPU gang's actors ask Ray for no CPU at all (``num_cpus=0``), so Ray places
+  them at once on the driver's node: Ray's CPU accounting would not pace a
+  rank's threads anyway (``threads_per_worker``, or the driver's cores over
+  the ranks, as a local gang does), and a gang started by a step must never
+  wait for the CPUs that step's own task holds (a 2-CPU cluster with every CPU
+  held still runs it, tested). Any non-zero CPU request could deadlock there;
+  the price is that CPU ranks never spread over nodes by themselves.
 * **Rendezvous.** The driver hosts the ``TCPStore`` and gives the ranks this
   node's IP address (``ray.util.get_node_ip_address()``), which every node of
   the cluster can reach.
@@ -80,7 +84,6 @@ __all__ = ["NETWORK_ENV", "network_forced", "node_address", "run_ray_gang"]
 
 #: ``"1"`` sends every rank down the network path, as if on another node.
 NETWORK_ENV = "STRATA_GANG_NETWORK"
-_CPU_SHARE = 0.01  # a CPU rank's nominal Ray CPU request (see the module)
 _POLL_S = 1.0  # how long an actor's poll waits for news
 _KILL_WAIT_S = 2.0  # after ray.kill: how long to wait for the actors to be gone
 
@@ -123,7 +126,8 @@ def run_ray_gang(
             (fn, args, kwargs),
         )
     finally:
-        ray.util.remove_placement_group(group)
+        if group is not None:
+            ray.util.remove_placement_group(group)
 
 
 class RankActor:
@@ -223,22 +227,20 @@ class RayGangSupervisor(GangSupervisor):
     def launch(
         self, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
     ) -> None:
-        """Start one actor per rank in the placement group, then every rank."""
+        """Start one actor per rank (a GPU's in the placement group), then run."""
         from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
         ray, spec, placement = self.ray, self.spec, self.placement
         self.launched = now = time.monotonic()
         remote = ray.remote(RankActor)
-        gpus = 1 if placement.device == "cuda" else 0
         for rank in range(spec.workers):
-            actor = remote.options(
-                num_cpus=0 if gpus else _CPU_SHARE,
-                num_gpus=gpus,
-                max_concurrency=2,
-                scheduling_strategy=PlacementGroupSchedulingStrategy(
+            where: dict[str, Any] = {}
+            if self.group is not None:
+                where["num_gpus"] = 1
+                where["scheduling_strategy"] = PlacementGroupSchedulingStrategy(
                     self.group, placement_group_bundle_index=rank
-                ),
-            ).remote()
+                )
+            actor = remote.options(num_cpus=0, max_concurrency=2, **where).remote()
             # An actor has no pipe: the base class's reader is never used here.
             self.actors.append(
                 _ActorRank(rank, actor, cast(Connection, None), 0, now, last_beat=now)
@@ -379,15 +381,20 @@ def _placement(spec: GangSpec, ray: ModuleType) -> GangPlacement:
 def _placement_group(
     ray: ModuleType, spec: GangSpec, name: str, placement: GangPlacement
 ) -> Any:
-    """Reserve every rank's bundle at once (gang scheduling), or fail in time."""
-    bundle = {"GPU": 1.0} if placement.device == "cuda" else {"CPU": _CPU_SHARE}
-    group = ray.util.placement_group([bundle] * spec.workers, strategy="PACK")
+    """Reserve a CUDA gang's GPUs at once (gang scheduling), or fail in time.
+
+    Returns:
+        The placement group, or ``None`` for a CPU gang (it reserves nothing).
+    """
+    if placement.device != "cuda":
+        return None
+    group = ray.util.placement_group([{"GPU": 1.0}] * spec.workers, strategy="PACK")
     ready, _ = ray.wait([group.ready()], timeout=spec.startup_timeout_s)
     if not ready:
         ray.util.remove_placement_group(group)
         raise GangError.of_gang(
             name,
-            f"{spec.workers} x {bundle} placed in the Ray cluster",
+            f"{spec.workers} free GPUs in the Ray cluster",
             f"not placed after startup_timeout_s={spec.startup_timeout_s:g} "
             f"(cluster: {ray.cluster_resources()})",
             "a CUDA gang needs one free GPU per rank; add nodes or use fewer workers.",

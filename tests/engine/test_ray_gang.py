@@ -98,6 +98,33 @@ def test_network_path_carries_segments_and_brings_writes_back(
         assert shared["out"].tolist() == [1.0, 2.0]  # both ranks' rows landed
 
 
+class CpuHolder:
+    """An actor that holds CPUs of the cluster, as a running step's task does."""
+
+    def ping(self) -> bool:
+        return True
+
+
+def test_a_cpu_gang_runs_while_every_cpu_of_the_cluster_is_held(
+    ray_session: ModuleType, no_live_actors: None
+) -> None:
+    cpus = ray_session.cluster_resources()["CPU"]
+    holder = ray_session.remote(CpuHolder).options(num_cpus=cpus).remote()
+    try:
+        assert ray_session.get(holder.ping.remote(), timeout=60)
+        assert ray_session.available_resources().get("CPU", 0.0) == 0.0
+        assert [r["rank"] for r in run_gang(gw.describe, spec())] == [0, 1]
+    finally:
+        ray_session.kill(holder)
+
+
+def test_cuda_without_a_gpu_in_the_cluster_is_refused(ray_session: ModuleType) -> None:
+    if ray_session.cluster_resources().get("GPU"):
+        pytest.skip("the cluster has GPUs")
+    with pytest.raises(ValueError, match="expected a Ray GPU, got none"):
+        run_gang(gw.describe, spec(device="cuda"))
+
+
 @pytest.mark.slow
 def test_sigkill_mid_collective_is_named(no_live_actors: None) -> None:
     with pytest.raises(GangError) as info:
