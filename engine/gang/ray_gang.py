@@ -15,12 +15,14 @@ retries). Only the transport differs:
   node when it has room: shared memory stays usable), created before any actor
   and removed after the gang; each actor sees its GPU as ``cuda:0`` (NCCL). A
   CPU gang's actors ask Ray for no CPU at all (``num_cpus=0``), so Ray places
-  them at once on the driver's node: Ray's CPU accounting would not pace a
-  rank's threads anyway (``threads_per_worker``, or the driver's cores over
-  the ranks, as a local gang does), and a gang started by a step must never
-  wait for the CPUs that step's own task holds (a 2-CPU cluster with every CPU
-  held still runs it, tested). Any non-zero CPU request could deadlock there;
-  the price is that CPU ranks never spread over nodes by themselves.
+  them at once, normally on the driver's node (its default policy prefers
+  it; a rank placed elsewhere takes the network path below). Ray's CPU
+  accounting would not pace a rank's threads anyway (``threads_per_worker``,
+  or the driver's cores over the ranks, as a local gang does), and a gang
+  started by a step must never wait for the CPUs that step's own task holds
+  (a cluster with every CPU held still runs it, tested): any non-zero CPU
+  request could deadlock there. The price: CPU ranks are not spread over
+  nodes on purpose.
 * **Rendezvous.** The driver hosts the ``TCPStore`` and gives the ranks this
   node's IP address (``ray.util.get_node_ip_address()``), which every node of
   the cluster can reach.
