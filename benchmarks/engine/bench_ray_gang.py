@@ -5,16 +5,16 @@ interleaved rounds (local, Ray, local, Ray, ...) after a warm-up of each (the
 fork server has imported torch; Ray is connected and has run one gang). Figures:
 
 * **start-up**: ``GangReport.startup_s``, launch until every rank joined the
-  process group (for Ray: the placement group, two new actor processes, their
-  torch import and the rendezvous);
+  process group (for Ray: two new actor processes, their torch import and the
+  rendezvous);
 * **gang**: the whole ``run_gang_report`` call (start, run, gather, stop;
-  for Ray, actors killed and the placement group removed);
+  for Ray, actors killed);
 * **profile** (Ray only), in the same rounds: ``WORLD`` empty actors created
   until they answered (Ray's floor: a worker process each, no Strata, no
   torch), and ``WORLD`` ``RankActor`` actors until they answered ``where()``
   (the floor plus importing ``strata.engine.gang``, torch not yet); the rest
-  of a gang's start-up is the placement group, each rank's torch import (when
-  it joins) and the rendezvous.
+  of a gang's start-up is each rank's torch import (when it joins) and the
+  rendezvous (a CPU gang reserves no placement group).
 
 The cold figure (``connect()`` starting a local Ray cluster) is one sample, in
 the note. No target: the issue asks for the number.
@@ -139,8 +139,8 @@ def main() -> None:
                     f"{args.rounds} interleaved rounds). Profile, {WORLD} actors "
                     f"up: empty (Ray's floor) {_text(bare['empty'])}, RankActor "
                     f"(+ import strata.engine.gang) {_text(bare['rank'])}; the rest "
-                    "is the placement group, each rank's torch import and the "
-                    "rendezvous. "
+                    "is each rank's torch import and the rendezvous (no placement "
+                    "group for a CPU gang). "
                     f"Cold: connect() {cold_connect:.2f} s, first "
                     f"Ray gang {cold_ray['total_s']:.2f} s, first local gang "
                     f"{cold_local['total_s']:.2f} s (fork server start)"
