@@ -339,7 +339,7 @@ class RayGangSupervisor(GangSupervisor):
     def _locate(self) -> None:
         """Learn every actor's node and pid once it is up (start-up deadline)."""
         refs = [r.process.where.remote() for r in self.actors]
-        left = self.spec.startup_timeout_s - (time.monotonic() - self.origin)
+        left = self.spec.startup_timeout_s - (time.monotonic() - self.launched)
         ready, _ = self.ray.wait(refs, num_returns=len(refs), timeout=max(left, 0.0))
         for r, ref in zip(self.actors, refs, strict=True):
             if ref not in ready:
