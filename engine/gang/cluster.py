@@ -42,7 +42,7 @@ Examples:
     >>> NodeGroup(nnodes=2, node_rank=2, master_addr="h", master_port=7)
     Traceback (most recent call last):
     ...
-    ValueError: node_rank in step 'nodes': expected 0 <= node_rank < nnodes (2), ...
+    ValueError: node_rank in the node group: expected 0 <= node_rank < nnodes (2), ...
     >>> group.share(3, "train")
     Traceback (most recent call last):
     ...
@@ -59,7 +59,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
-from strata.engine.errors import format_error
+from strata.engine.errors import format_error, format_where
 
 NNODES_ENV = "STRATA_NNODES"
 NODE_RANK_ENV = "STRATA_NODE_RANK"
@@ -67,6 +67,7 @@ MASTER_ADDR_ENV = "STRATA_MASTER_ADDR"
 MASTER_PORT_ENV = "STRATA_MASTER_PORT"
 #: Set by the process that hosts the job store (its pid): its children connect.
 HOSTED_ENV = "STRATA_JOB_STORE_HOST"
+_WHERE = "the node group"
 #: Every key this package writes in a shared store starts with this.
 KEY_PREFIX = "strata/"
 
@@ -93,7 +94,7 @@ class NodeGroup:
         problem = _problem(self)
         if problem is not None:
             subject, expected, got, hint = problem
-            raise ValueError(format_error(subject, "nodes", expected, got, hint))
+            raise ValueError(format_where(subject, _WHERE, expected, got, hint))
 
     @property
     def spans(self) -> bool:
@@ -163,9 +164,9 @@ class NodeGroup:
         local = _int(env, "LOCAL_WORLD_SIZE") if "LOCAL_WORLD_SIZE" in env else 1
         if local != 1:
             raise ValueError(
-                format_error(
+                format_where(
                     "LOCAL_WORLD_SIZE",
-                    "nodes",
+                    _WHERE,
                     "1 (torchrun --nproc-per-node 1)",
                     str(local),
                     "strata starts each node's gang workers itself: run one "
@@ -235,9 +236,9 @@ def job_store(group: NodeGroup, timeout_s: float) -> Any:
         except Exception as exc:
             role = "listen" if host else "connect"
             raise ValueError(
-                format_error(
+                format_where(
                     "master_port",
-                    "nodes",
+                    _WHERE,
                     f"a job store to {role} on {group.master_addr}:{group.master_port}",
                     f"{type(exc).__name__}: {exc}",
                     "pick a free port (node 0 listens on it), start node 0, and "
@@ -298,7 +299,7 @@ def _int(env: Mapping[str, str], name: str) -> int:
         return int(value)
     except ValueError:
         raise ValueError(
-            format_error(name, "nodes", "an integer", repr(value))
+            format_where(name, _WHERE, "an integer", repr(value))
         ) from None
 
 
@@ -306,9 +307,9 @@ def _required(env: Mapping[str, str], name: str) -> str:
     value = env.get(name, "")
     if not value:
         raise ValueError(
-            format_error(
+            format_where(
                 name,
-                "nodes",
+                _WHERE,
                 "a value in the environment",
                 "none",
                 f"set {name} on every node (strata run --nnodes sets all four).",

@@ -144,7 +144,10 @@ class NodeLink:
         self._call(self.store.add, f"beat/{self.group.node_rank}", 1)
 
     def silent_nodes(self, longer_than: float) -> list[int]:
-        """Other nodes whose beat has not moved for ``longer_than`` seconds."""
+        """Other nodes whose beat has not moved for ``longer_than`` seconds.
+
+        A node that never beat is still starting its ranks, not silent.
+        """
         now = time.monotonic()
         silent = []
         for node in range(self.group.nnodes):
@@ -154,7 +157,7 @@ class NodeLink:
             last = self._beats.get(node)
             if last is None or last[0] != count:
                 self._beats[node] = (count, now)
-            elif now - last[1] > longer_than:
+            elif count and now - last[1] > longer_than:
                 silent.append(node)
         return silent
 

@@ -44,7 +44,13 @@ def build(
     timeout_s: float = 60.0,
 ) -> Pipeline:
     """One gang step of ``workers`` ranks, then its summary."""
-    spec = GangSpec(workers=workers, device="cpu", timeout_s=timeout_s, name="hold")
+    spec = GangSpec(
+        workers=workers,
+        device="cpu",
+        timeout_s=timeout_s,
+        startup_timeout_s=30,  # a stuck start fails before the test gives up
+        name="hold",
+    )
     p = Pipeline("multinode")
     p.step(
         "gang",

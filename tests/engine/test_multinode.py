@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import random
 import re
 import signal
 import socket
@@ -57,9 +58,29 @@ MEASURED = {*TIMING_KEYS, "peak_rss_bytes", "gang_startup_s"}
 
 
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    """A free port below the ephemeral range (32768+), where the gloo links of
+    other tests pick theirs: the master port stays free until node 0 binds it."""
+    for port in random.sample(range(20000, 32000), 200):
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise AssertionError("no free port in 20000..32000")
+
+
+def finish(
+    nodes: list[subprocess.Popen[bytes]], logs: Path, within: float
+) -> list[int]:
+    """Every node's exit status; a node still running after ``within`` seconds
+    fails the test with every node's output."""
+    deadline = time.monotonic() + within
+    try:
+        return [node.wait(max(0.1, deadline - time.monotonic())) for node in nodes]
+    except subprocess.TimeoutExpired:
+        text = [p.read_text() for p in sorted(logs.glob("node*.log"))]
+        raise AssertionError(f"a node still runs after {within} s: {text}") from None
 
 
 def node_args(rank: int, port: int) -> list[str]:
@@ -293,6 +314,20 @@ def test_bad_multinode_options_are_usage_errors(
     assert re.search(match, capsys.readouterr().err)
 
 
+def test_a_master_port_in_use_is_a_usage_error(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        argv = ["run", "strata.engine._example_job", *node_args(0, port)]
+        assert engine_main(argv) == 2
+    error = capsys.readouterr().err
+    assert re.search(r"master_port.*listen on 127\.0\.0\.1.*EADDRINUSE", error)
+    assert current() is None
+
+
 # ------------------------------------------------------------- two nodes
 @pytest.mark.multiprocess
 def test_two_nodes_train_the_single_device_model(
@@ -321,7 +356,7 @@ def test_two_nodes_train_the_single_device_model(
         assert expected is not None
         with launched_as(group):
             mine = multinode_fit.fit()
-        assert node1.wait(60) == 0, (tmp_path / "node1.log").read_text()
+        assert finish([node1], tmp_path, 60) == [0]
     finally:
         stop([node1])
     theirs = torch.load(out)
@@ -342,9 +377,12 @@ def test_two_nodes_train_the_single_device_model(
 
 @pytest.mark.multiprocess
 @pytest.mark.slow
-def test_two_strata_run_launches_equal_one(tmp_path: Path) -> None:
+@pytest.mark.parametrize("executor", ["local", "process"])
+def test_two_strata_run_launches_equal_one(tmp_path: Path, executor: str) -> None:
     """``strata run jobs/fullgraph_dist.py`` on 2 nodes prints and reports what one
-    node does (the report of each node: ``{node_rank}`` in the path)."""
+    node does (the report of each node: ``{node_rank}`` in the path). On the
+    process executor the gang step runs in a worker process, which finds the job
+    store through the variables ``strata run`` set."""
     single = tmp_path / "single.json"
     assert (
         main(
@@ -369,6 +407,7 @@ def test_two_strata_run_launches_equal_one(tmp_path: Path) -> None:
                 "jobs/fullgraph_dist.py",
                 *SMALL,
                 "--quiet",
+                f"--executor={executor}",
                 "--report",
                 report,
                 *node_args(rank, port),
@@ -379,7 +418,7 @@ def test_two_strata_run_launches_equal_one(tmp_path: Path) -> None:
         for rank in (0, 1)
     ]
     try:
-        codes = [node.wait(120) for node in nodes]
+        codes = finish(nodes, tmp_path, 120)
     finally:
         stop(nodes)
     logs = [(tmp_path / f"node{r}.log").read_text() for r in (0, 1)]
@@ -449,7 +488,7 @@ def test_two_nodes_train_the_sampled_sage_of_one(tmp_path: Path) -> None:
         for rank in (0, 1)
     ]
     try:
-        codes = [node.wait(120) for node in nodes]
+        codes = finish(nodes, tmp_path, 120)
     finally:
         stop(nodes)
     assert codes == [0, 0], [(tmp_path / f"node{r}.log").read_text() for r in (0, 1)]
@@ -508,7 +547,7 @@ def test_two_torchrun_launches_equal_one(tmp_path: Path) -> None:
         for rank in (0, 1)
     ]
     try:
-        codes = [node.wait(150) for node in nodes]
+        codes = finish(nodes, tmp_path, 150)
     finally:
         stop(nodes)
     logs = [(tmp_path / f"node{r}.log").read_text() for r in (0, 1)]
@@ -573,7 +612,7 @@ def test_a_killed_node_fails_the_other_nodes_gang_naming_the_rank(
 def test_a_remote_rank_that_raises_is_named_on_both_nodes(tmp_path: Path) -> None:
     nodes = list(hold_nodes(tmp_path, "--set=seconds=60", "--set=fail_rank=1"))
     try:
-        codes = [node.wait(60) for node in nodes]
+        codes = finish(nodes, tmp_path, 60)
     finally:
         stop(nodes)
     logs = [(tmp_path / f"node{r}.log").read_text() for r in (0, 1)]
@@ -590,7 +629,7 @@ def test_two_nodes_agree_on_every_rank_result(tmp_path: Path) -> None:
     """Every node gets every rank's result, in rank order (4 ranks, 2 each)."""
     nodes = list(hold_nodes(tmp_path, "--set=workers=4"))
     try:
-        codes = [node.wait(60) for node in nodes]
+        codes = finish(nodes, tmp_path, 60)
     finally:
         stop(nodes)
     logs = [(tmp_path / f"node{r}.log").read_text() for r in (0, 1)]
