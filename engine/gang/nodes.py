@@ -37,7 +37,7 @@ from strata.engine.gang.cluster import NodeGroup, job_store, next_launch
 from strata.engine.gang.errors import FailureKind, GangError, WorkerFailure
 from strata.engine.gang.worker import open_store
 
-_POLL_S = 0.05  # between checks while waiting for a key
+_POLL_S = 0.01  # between checks while waiting for a key
 #: After a local failure: how long a remote node may be silent before it counts as
 #: dead (its launch was killed), so the error names its ranks.
 SILENT_AFTER_FAILURE_S = 2.0

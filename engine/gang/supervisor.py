@@ -64,6 +64,7 @@ log = logging.getLogger("strata.gang")
 _TICK_S = 0.25  # longest wait between checks of deadlines and heartbeats
 _GRACE_S = 0.5  # after a failure: how long to listen for its consequences
 _TERM_S = 1.0  # SIGTERM to SIGKILL
+_GATHER_S = 0.01  # across nodes: between looks for the other nodes' results
 _ORDER = {FailureKind.DIED: 0, FailureKind.RAISED: 1}
 
 
@@ -253,11 +254,12 @@ class GangSupervisor:
         return _GRACE_S + (0.0 if self.link is None else SILENT_AFTER_FAILURE_S)
 
     def _poll(self, timeout: float) -> None:
+        if self.link is not None and all(r.done for r in self.ranks):
+            # Only other nodes' results to wait for: ask the store often.
+            time.sleep(min(timeout, _GATHER_S))
+            return
         readers = {r.reader: r for r in self.ranks if not r.reader.closed}
         sentinels = {r.process.sentinel: r for r in self.ranks if not r.exited}
-        if not readers and not sentinels:  # only other nodes left to hear from
-            time.sleep(timeout)
-            return
         for ready in wait([*readers, *sentinels], timeout):
             if ready in readers:
                 self._receive(readers[ready])
