@@ -24,6 +24,19 @@ environment (:meth:`NodeGroup.from_env`):
   torchrun's agent already hosts a ``TCPStore`` there and every node connects
   as a client; otherwise node 0 hosts it.
 
+Launching under torchrun (one strata process per node; it starts the node's
+gang workers itself)::
+
+    torchrun --nnodes 2 --nproc-per-node 1 --node-rank R \
+        --master-addr node0 --master-port 29500 $(which strata) run JOB ...
+    torchrun ... --no-python strata run JOB ...          # the same
+
+Supported: a fixed node count with ``--nproc-per-node 1``, under the static
+rendezvous above (tested) or ``--rdzv-backend c10d`` (node 0 then hosts the
+store at ``MASTER_PORT``; untested). Not supported: ``--nproc-per-node`` > 1
+(a clear error), elastic node ranges (``--nnodes 1:4``) and restarts
+(``--max-restarts`` > 0): the nodes must run the job once, together.
+
 The *job store* (:func:`job_store`) is one ``TCPStore`` for the whole run,
 hosted by node 0 (``strata run`` opens it before the job starts:
 :func:`launched_as`) or by torchrun's agent; gangs only publish there where
