@@ -26,6 +26,25 @@ def executor(request: pytest.FixtureRequest) -> str:
     return name
 
 
+@pytest.fixture(
+    params=[
+        pytest.param("process", marks=pytest.mark.multiprocess),
+        pytest.param("ray", marks=[pytest.mark.ray, pytest.mark.multiprocess]),
+    ],
+)
+def other_executor(request: pytest.FixtureRequest) -> str:
+    """An executor to check against the local one: ``process``, then ``ray``.
+
+    Executor-agreement tests run a job on ``local`` and on this, and compare the
+    outputs. The ``ray`` case runs on the test run's shared cluster
+    (``ray_session``), and is skipped where Ray is not installed.
+    """
+    name: str = request.param
+    if name == "ray":
+        request.getfixturevalue("ray_session")
+    return name
+
+
 def pytest_runtest_setup(item: pytest.Item) -> None:
     """Skip ``ray``-marked tests, with the reason, where Ray is not installed.
 

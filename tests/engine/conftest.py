@@ -78,6 +78,24 @@ def ray_actors() -> set[str]:
     return set(state.actors(actor_state_name="ALIVE")) - pooled_actor_ids()
 
 
+def ray_actors_of(class_name: str) -> set[str]:
+    """Ids of every actor of ``class_name`` (alive or dead) this cluster has seen.
+
+    Tells a test that a step really ran on Ray actors (a gang's ``RankActor``s,
+    say): the ids that appear across a run are the actors it started.
+    """
+    ray = sys.modules.get("ray")
+    if ray is None or not ray.is_initialized():
+        return set()
+    from ray._private import state
+
+    return {
+        actor_id
+        for actor_id, actor in state.actors().items()
+        if actor["ActorClassName"].rpartition(".")[2] == class_name
+    }
+
+
 @pytest.fixture
 def no_leftovers() -> Iterator[None]:
     """Fail the test if it leaves threads, worker processes or Ray actors running."""

@@ -1,4 +1,4 @@
-"""degree_stats against numpy, on both executors and through the CLI."""
+"""degree_stats against numpy, on every executor and through the CLI."""
 
 from __future__ import annotations
 
@@ -52,6 +52,19 @@ def oracle(num_edges: int, num_nodes: int, seed: int, batch_rows: int) -> dict:
 
 @pytest.mark.parametrize("shards", [1, 3])
 def test_degrees_and_outputs_match_numpy(executor: str, shards: int) -> None:
+    check_degrees(executor, shards)
+
+
+@pytest.mark.ray
+@pytest.mark.multiprocess
+@pytest.mark.usefixtures("ray_session")
+@pytest.mark.parametrize("shards", [1, 3])
+def test_degrees_and_outputs_match_numpy_on_ray(shards: int) -> None:
+    check_degrees("ray", shards)  # each shard of the keyed step is its own actor
+
+
+def check_degrees(executor: str, shards: int) -> None:
+    """The job's outputs and every shard's degree table against numpy."""
     expected = oracle(**SMALL)
     result = execute(
         degree_stats.build(degree_stats.DegreeStatsConfig(**SMALL, shards=shards)),
@@ -83,13 +96,12 @@ def test_edge_list_is_seeded_and_power_law_like() -> None:
     assert degree.max() > 50 * degree.mean()  # skewed, unlike a uniform graph
 
 
-@pytest.mark.multiprocess
-def test_cli_outputs_identical_on_both_executors(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+def test_cli_outputs_identical_on_every_executor(
+    other_executor: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     settings = [f"--set={key}={value}" for key, value in SMALL.items()]
     outputs = {}
-    for name in ("local", "process"):
+    for name in ("local", other_executor):
         report = tmp_path / f"{name}.json"
         argv = ["run", "jobs/degree_stats.py", *settings, "--report", str(report)]
         assert main([*argv, "--executor", name, "--quiet"]) == 0
@@ -97,7 +109,7 @@ def test_cli_outputs_identical_on_both_executors(
         assert data["executor"] == name
         assert data["status"] == "ok"
         outputs[name] = data["outputs"]
-    assert outputs["local"] == outputs["process"] == oracle(**SMALL)["outputs"]
+    assert outputs["local"] == outputs[other_executor] == oracle(**SMALL)["outputs"]
     assert "top 10 nodes" in capsys.readouterr().out
 
 

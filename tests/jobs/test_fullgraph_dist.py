@@ -11,8 +11,10 @@ from strata.engine import execute
 from strata.engine.job import JobError, job_config, job_spec
 from strata.jobs import cora_gcn, fullgraph_dist
 from strata.operators.cli.main import main
+from strata.operators.trainers import TIMING_KEYS
 from strata.operators.trainers.distributed import DistributedConfig
 from strata.operators.trainers.distributed.modes import Emma
+from tests.engine.conftest import ray_actors_of
 
 pytestmark = pytest.mark.multiprocess
 
@@ -57,6 +59,45 @@ def test_cora_trains_the_same_model_on_one_and_two_workers_by_default() -> None:
     assert one["test_accuracy"] > 0.78
     counters = runs[2].report.steps["train"].counters
     assert counters["fwd.halo_send_rows"] > 0  # it really ran on a gang
+
+
+#: What the machine decides, not the job: resident memory and the gang's start-up.
+MACHINE_KEYS = frozenset({"peak_rss_bytes", "gang_startup_s"})
+
+
+def comparable(outputs: dict) -> dict:
+    """The outputs without times, peak RSS and start-up (per worker too)."""
+    dropped = TIMING_KEYS | MACHINE_KEYS
+    kept = {k: v for k, v in outputs.items() if k not in dropped}
+    kept["counters"] = [
+        {k: v for k, v in worker.items() if k not in dropped}
+        for worker in outputs["counters"]
+    ]
+    return kept
+
+
+def test_outputs_identical_on_every_executor(other_executor: str) -> None:
+    """A 2-worker exact gang: the same losses, accuracies, bytes and halo rows.
+
+    On Ray the gang's ranks are Ray actors (the executor's workers launch their
+    gangs on Ray); on the process executor, processes.
+    """
+    config = job_config(
+        fullgraph_dist,
+        graph="sbm:n=600,blocks=4,degree=6,features=16",
+        mode="exact",
+        workers=2,
+        hidden=16,
+        epochs=3,
+    )
+    local = execute(fullgraph_dist.build(config), "local").outputs
+    ranks = ray_actors_of("RankActor")
+    other = execute(fullgraph_dist.build(config), other_executor).outputs
+    assert comparable(other) == comparable(local)
+    assert local["counters_per_epoch"][0]["halo_rows"] > 0  # a real 2-worker gang
+    assert len(local["loss_curve"]) == 3
+    started = ray_actors_of("RankActor") - ranks
+    assert len(started) == (2 if other_executor == "ray" else 0)
 
 
 def test_hongtu_with_a_budget_reports_plan_counters_and_peaks(tmp_path: Path) -> None:

@@ -1,4 +1,4 @@
-"""jobs/link_prediction: Cora and a featureless community graph, through the CLI."""
+"""jobs/link_prediction: Cora and a featureless community graph, every executor."""
 
 from __future__ import annotations
 
@@ -8,8 +8,13 @@ from strata.engine import execute
 from strata.engine.job import JobError, job_config
 from strata.jobs import link_prediction
 from strata.operators.cli.main import main
+from strata.operators.trainers import TIMING_KEYS
 
 FAST = {"device": "cpu", "threads": 1}
+
+
+def untimed(outputs: dict) -> dict:
+    return {k: v for k, v in outputs.items() if k not in TIMING_KEYS}
 
 
 def run(values: dict[str, str] | None = None, **named: object) -> dict[str, object]:
@@ -23,6 +28,14 @@ def test_a_short_run_reports_auc_mrr_and_hits() -> None:
     for key in ("test_auc", "test_mrr", "test_hits@20", "val_auc"):
         assert 0.0 <= outputs[key] <= 1.0
     assert outputs["test_accuracy"] == outputs["test_auc"]
+
+
+def test_outputs_identical_on_every_executor(other_executor: str) -> None:
+    config = job_config(link_prediction, epochs=3, **FAST)
+    local = execute(link_prediction.build(config), "local").outputs
+    other = execute(link_prediction.build(config), other_executor).outputs
+    assert untimed(other) == untimed(local)
+    assert local["epochs_run"] == 3
 
 
 def test_a_featureless_graph_gets_seeded_features() -> None:

@@ -1,4 +1,4 @@
-"""Sampled GraphSAGE on a community graph: both executors, both feature stores."""
+"""Sampled GraphSAGE on a community graph: every executor, both feature stores."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from strata.engine import Pipeline, execute
 from strata.engine.job import JobError, job_config
 from strata.jobs import sampled_sage
 from strata.operators.trainers import TIMING_KEYS
+from tests.engine.conftest import ray_actors_of
 
 SMALL = {
     "num_nodes": 3000,
@@ -32,14 +33,15 @@ def untimed(outputs: dict) -> dict:
     return {k: v for k, v in outputs.items() if k not in TIMING_KEYS}
 
 
-@pytest.mark.multiprocess
-def test_outputs_identical_on_both_executors_and_stores(tmp_path: Path) -> None:
+def test_outputs_identical_on_every_executor_and_store(
+    other_executor: str, tmp_path: Path
+) -> None:
     local = execute(sage_job(**SMALL), "local").outputs
     arrow = sage_job(**SMALL, store="arrow", data_dir=str(tmp_path / "ds"))
-    process = execute(arrow, "process").outputs
-    assert process.pop("store") == "arrow"
+    other = execute(arrow, other_executor).outputs
+    assert other.pop("store") == "arrow"
     assert local.pop("store") == "memory"
-    assert untimed(process) == untimed(local)
+    assert untimed(other) == untimed(local)
     assert local["seeds_per_s"] > 0
     assert local["gather_s"] > 0
 
@@ -74,11 +76,15 @@ def test_dotted_keys_equal_the_flat_aliases() -> None:
 GANG = {**SMALL, "workers": 2, "cache": 0.5, "epochs": 2}
 
 
-@pytest.mark.multiprocess
-def test_gang_outputs_identical_on_both_executors() -> None:
+def test_gang_outputs_identical_on_every_executor(other_executor: str) -> None:
+    # On Ray the gang's ranks are Ray actors (the executor's workers launch gangs
+    # on Ray); on the other executors, local processes.
     local = execute(sage_job(**GANG), "local").outputs
-    process = execute(sage_job(**GANG), "process").outputs
-    assert untimed(process) == untimed(local)
+    ranks = ray_actors_of("RankActor")
+    other = execute(sage_job(**GANG), other_executor).outputs
+    assert untimed(other) == untimed(local)
+    started = ray_actors_of("RankActor") - ranks
+    assert len(started) == (GANG["workers"] if other_executor == "ray" else 0)
     assert local["mode"] == "colocated"
     assert local["traffic_agrees"] is True
     assert local["remote_rows"] == local["miss_rows"] + local["fill_rows"] > 0

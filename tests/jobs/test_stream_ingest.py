@@ -70,6 +70,31 @@ def test_replayed_file_gives_full_recompute_embeddings(updates_file, tmp_path) -
     np.testing.assert_allclose(np.load(out)[nodes], expected, atol=1e-6)
 
 
+#: Rates and latencies: how fast this executor ran, not what the job computed.
+TIMED = ("updates_per_s", "latency_")
+
+
+def test_outputs_identical_on_every_executor(
+    other_executor: str, updates_file: Path, tmp_path: Path
+) -> None:
+    outputs, embeddings = {}, {}
+    for name in ("local", other_executor):
+        out = tmp_path / f"{name}.npy"
+        p = stream_job(
+            updates_file=str(updates_file),
+            window="count:500",
+            embeddings_out=str(out),
+            **SMALL,
+        )
+        result = execute(p, name).outputs
+        assert result.pop("embeddings_path") == str(out)
+        outputs[name] = {k: v for k, v in result.items() if not k.startswith(TIMED)}
+        embeddings[name] = np.load(out)
+    assert outputs[other_executor] == outputs["local"]  # the digest among them
+    assert outputs["local"]["applied_updates"] == 3000
+    np.testing.assert_array_equal(embeddings[other_executor], embeddings["local"])
+
+
 def test_default_run_through_the_cli(tmp_path, capsys) -> None:
     code = main(
         [
