@@ -294,15 +294,17 @@ def launched_as(group: NodeGroup, timeout_s: float = 300.0) -> Iterator[None]:
                 os.environ[name] = value
 
 
-def next_launch(name: str) -> int:
+def next_launch(name: str, *, again: bool = False) -> int:
     """Count the gangs named ``name`` this process started (1, 2, ...).
 
     Every node runs the same job, so the n-th gang of a name is the same gang
     on every node: its keys in the job store carry the name and this count.
+    ``again``: the last gang is started again (a start-up retry), same count.
     """
     key = (os.getpid(), name)
     with _LOCK:
-        _LAUNCHES[key] = _LAUNCHES.get(key, 0) + 1
+        if not again or key not in _LAUNCHES:
+            _LAUNCHES[key] = _LAUNCHES.get(key, 0) + 1
         return _LAUNCHES[key]
 
 

@@ -21,8 +21,12 @@ ranks and keeps a :class:`NodeLink`:
   dead, and a store that cannot be reached means node 0 is gone. Every wait has
   a deadline; nothing hangs.
 
-A gang across nodes is started once (``startup_retries`` does not apply): the
-nodes would have to agree on every retry.
+Start-up retries (``startup_retries``) stay in step: a failure is published
+with whether the rank was still joining, and every node orders the failures by
+the same numbers, so every node sees the same first failure and retries when
+it was a rank failing to join (no rank anywhere can have run the function then:
+a rank starts it only after a barrier of all). The retry's keys carry the
+attempt; the gang's count stays.
 """
 
 from __future__ import annotations
@@ -73,16 +77,22 @@ class Published:
     node: int
     failure: WorkerFailure
     cause: tuple[str, str, str] | None
+    joining: bool = False  # the rank failed before it joined the group
 
     @classmethod
     def of(
-        cls, seq: int, node: int, failure: WorkerFailure, cause: RemoteError | None
+        cls,
+        seq: int,
+        node: int,
+        failure: WorkerFailure,
+        cause: RemoteError | None,
+        joining: bool,
     ) -> Published:
         """Number ``failure`` with its cause (if it raised)."""
         text = None
         if cause is not None:
             text = (cause.type_name, cause.message, cause.traceback)
-        return cls(seq, node, failure, text)
+        return cls(seq, node, failure, text, joining)
 
     def error(self) -> RemoteError | None:
         """The rank's exception, as the other nodes chain it."""
@@ -97,17 +107,24 @@ class NodeLink:
         name: The gang's name (identical on every node).
         workers: The global world size.
         timeout_s: How long to wait for the job store and node 0's gang store.
+        attempt: The start-up attempt (a retry keeps the gang's count).
     """
 
     def __init__(
-        self, group: NodeGroup, name: str, workers: int, timeout_s: float
+        self,
+        group: NodeGroup,
+        name: str,
+        workers: int,
+        timeout_s: float,
+        attempt: int = 1,
     ) -> None:
         self.group = group
         self.name = name
         self.workers = workers
         self.timeout_s = timeout_s
         self.ranks = group.share(workers, name)
-        self.key = f"gang/{name}/{next_launch(name)}/1"
+        count = next_launch(name, again=attempt > 1)
+        self.key = f"gang/{name}/{count}/{attempt}"
         self.store: Any = None  # the gang's store (node 0 hosts it)
         self.host = group.master_addr
         self.port = 0

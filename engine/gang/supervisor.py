@@ -24,7 +24,8 @@ A gang across nodes (:mod:`strata.engine.gang.cluster`) starts only this node's
 share of the ranks and keeps a :class:`~strata.engine.gang.nodes.NodeLink` to
 the other nodes: each tick it beats, looks for failures the other nodes
 published and, once its own ranks are done, publishes their results and waits
-for everyone else's. Such a gang is never retried.
+for everyone else's. Every node retries it when the first failure anywhere was
+a rank failing to join (:mod:`strata.engine.gang.nodes`).
 """
 
 from __future__ import annotations
@@ -126,7 +127,7 @@ class GangSupervisor:
         self.link = (
             None
             if group is None
-            else NodeLink(group, name, spec.workers, spec.startup_timeout_s)
+            else NodeLink(group, name, spec.workers, spec.startup_timeout_s, attempt)
         )
         self.local = range(spec.workers) if self.link is None else self.link.ranks
         self.records: list[RankRecord] | None = None  # every node's ranks, when done
@@ -358,6 +359,8 @@ class GangSupervisor:
         cause = item.error()
         if cause is not None:
             self.remote[failure.rank] = cause
+        if item.joining:
+            self.joining.add(failure.rank)
         self.heard_remote = True
         self._record(failure, item.seq)
 
@@ -427,7 +430,13 @@ class GangSupervisor:
         log.info("gang %r: rank %d %s: %s", self.name, r.rank, kind.value, detail)
         if self.link is not None and not self.lost:
             mine = [
-                Published.of(seq, self.link.group.node_rank, f, self.remote.get(f.rank))
+                Published.of(
+                    seq,
+                    self.link.group.node_rank,
+                    f,
+                    self.remote.get(f.rank),
+                    joining=f.rank in self.joining,
+                )
                 for f, seq in zip(self.failures, self.order, strict=True)
                 if f.rank in self.local and f.pid is not None
             ]
@@ -466,10 +475,10 @@ class GangSupervisor:
         error.__cause__ = self.remote.get(failures[0].rank)
         # A rendezvous that failed before any rank ran user code is safe to redo:
         # gloo's full-mesh connect can fail spuriously on an overloaded machine.
-        if (
-            self.link is None
-            and failures[0].rank in self.joining
-            and all(r.ready_at is None for r in self.ranks)
+        # Across nodes, every node sees the same first failure (the store numbers
+        # them), so all of them retry, or none.
+        if failures[0].rank in self.joining and all(
+            r.ready_at is None for r in self.ranks
         ):
             raise JoinFailed(error)
         raise error

@@ -636,3 +636,39 @@ def test_two_nodes_agree_on_every_rank_result(tmp_path: Path) -> None:
     assert codes == [0, 0], logs
     for log in logs:
         assert "results    = [4.0, 4.0, 4.0, 4.0]\nworld_size = 4" in log
+
+
+@pytest.mark.multiprocess
+@pytest.mark.slow
+def test_a_failed_join_is_retried_on_every_node_in_step(tmp_path: Path) -> None:
+    """Every rank fails to join (no such gloo interface): both nodes retry the
+    same attempts (their keys meet) and report the same first failure."""
+    port = free_port()
+    env = child_env(GLOO_SOCKET_IFNAME="no-such-interface0")
+    nodes = [
+        launch(
+            [
+                STRATA,
+                "run",
+                str(HERE / "multinode_job.py"),
+                "--quiet",
+                *node_args(rank, port),
+            ],
+            env,
+            tmp_path / f"node{rank}.log",
+        )
+        for rank in (0, 1)
+    ]
+    try:
+        codes = finish(nodes, tmp_path, 90)
+    finally:
+        stop(nodes)
+    logs = [(tmp_path / f"node{r}.log").read_text() for r in (0, 1)]
+    assert codes == [1, 1], logs
+    leads = [re.search(r"GangError: (worker rank \d+)", log) for log in logs]
+    names = [lead.group(1) if lead else None for lead in leads]
+    assert names[0] is not None, logs
+    assert names[0] == names[1]  # the same first failure on both nodes
+    for log in logs:
+        assert "(start-up attempt 3)" in log  # GangSpec.startup_retries = 2
+        assert "no-such-interface0" in log
