@@ -18,11 +18,21 @@ RAY_MISSING = "needs Ray, which is not installed (pip install 'strata-gnn[ray]')
 
 
 @pytest.fixture(
-    params=["local", pytest.param("process", marks=pytest.mark.multiprocess)],
+    params=[
+        "local",
+        pytest.param("process", marks=pytest.mark.multiprocess),
+        pytest.param("ray", marks=[pytest.mark.ray, pytest.mark.multiprocess]),
+    ],
 )
 def executor(request: pytest.FixtureRequest) -> str:
-    """An executor name for ``strata.engine.execute``, ``strata.engine.testing.run``."""
+    """An executor name for ``strata.engine.execute``, ``strata.engine.testing.run``.
+
+    Every pipeline test taking it runs on each executor; ``ray`` on the test
+    run's shared cluster (``ray_session``), skipped where Ray is not installed.
+    """
     name: str = request.param
+    if name == "ray":
+        request.getfixturevalue("ray_session")
     return name
 
 

@@ -208,6 +208,7 @@ class _Attempt:
         self.done: set[int] = set()
         self.error: StepError | None = None
         self.died = False
+        self.dead: set[int] = set()  # tasks whose actor or worker died
         self.token = secrets.token_hex(8)
 
     # -- the run ---------------------------------------------------------------
@@ -449,6 +450,7 @@ class _Attempt:
 
     def _fail_death(self, i: int, exc: BaseException, expected: str) -> None:
         self.died = True
+        self.dead.add(i)
         if self.error is not None and not isinstance(self.error.__cause__, _Death):
             # A death outranks the errors it caused in its peers.
             self.error = None
@@ -479,24 +481,36 @@ class _Attempt:
                 if i not in self.done:
                     actor.cancel.remote(self.token)
             refs = list(self.running)
-            ray.wait(refs, num_returns=len(refs), timeout=self.config.stop_timeout_s)
+            ended, _ = ray.wait(
+                refs, num_returns=len(refs), timeout=self.config.stop_timeout_s
+            )
+            for ref in ended:
+                with contextlib.suppress(Exception):  # a death: not reusable
+                    ray.get(ref)
+                    self.running.pop(ref)  # its run returned: the actor is clean
             for ref, i in self.running.items():
                 if i not in self.actors:
                     # Already finished, or its worker is gone: nothing to cancel.
                     with contextlib.suppress(Exception):
                         ray.cancel(ref, force=True)
-        clean = self.error is None and not self.running
+        # An actor whose run returned (done, failed or cancelled) serves again;
+        # one still busy in user code, or dead, is killed.
+        busy = set(self.running.values()) | self.dead
+        reusable = [a for i, a in self.actors.items() if i not in busy]
+        stuck = [a for i, a in self.actors.items() if i in busy]
         cpus = self.executor.task_cpus
-        _POOL.give_back(ray, list(self.actors.values()), self.token, cpus, reuse=clean)
+        _POOL.give_back(ray, reusable, self.token, cpus, reuse=True)
+        _POOL.give_back(ray, stuck, self.token, cpus, reuse=False)
 
 
 class _HostPool:
     """Idle :class:`HostProcess` actors of this process's Ray connection.
 
-    A run takes actors from the pool (starting what is missing) and gives them
-    back when it ends well; after a failure its actors are killed, since a task
-    may still be stuck in user code. Actors starting costs about 0.3-0.5 s each
-    (a Ray worker process importing the engine); a warm run takes milliseconds.
+    A run takes actors from the pool (starting what is missing) and gives back
+    those whose task returned (finished, failed or cancelled); an actor still
+    stuck in user code when the run stops, or dead, is killed. An actor costs
+    about 0.3-0.5 s to start (a Ray worker process importing the engine); a warm
+    run takes milliseconds.
     """
 
     CONCURRENCY = 64  # threads of a pooled actor: a task with <= 15 inbound links

@@ -104,7 +104,9 @@ def no_leftovers() -> Iterator[None]:
     yield
     deadline = time.monotonic() + 2.0
     while time.monotonic() < deadline:
-        extra_threads = set(threading.enumerate()) - threads
+        extra_threads = {
+            t for t in set(threading.enumerate()) - threads if not _ray_thread(t)
+        }
         extra_processes = worker_processes()
         extra_actors = ray_actors() - actors
         if not extra_threads and not extra_processes and not extra_actors:
@@ -113,6 +115,11 @@ def no_leftovers() -> Iterator[None]:
     assert not extra_threads, f"threads left behind: {extra_threads}"
     assert not extra_processes, f"processes left behind: {extra_processes}"
     assert not extra_actors, f"Ray actors left alive: {_describe(extra_actors)}"
+
+
+def _ray_thread(thread: threading.Thread) -> bool:
+    """A thread of Ray's driver (started with the run's shared cluster)."""
+    return thread.name.startswith("ray_") or type(thread).__module__.startswith("ray")
 
 
 def _describe(actor_ids: set[str]) -> list[str]:
