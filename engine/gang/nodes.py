@@ -39,6 +39,7 @@ from typing import Any
 from strata.engine.errors import RemoteError
 from strata.engine.gang.cluster import NodeGroup, job_store, next_launch
 from strata.engine.gang.errors import FailureKind, GangError, WorkerFailure
+from strata.engine.gang.report import WorkerReport
 from strata.engine.gang.worker import open_store
 
 _POLL_S = 0.01  # between checks while waiting for a key
@@ -50,18 +51,16 @@ SILENT_S = 30.0
 _READ_WAIT_S = 30.0  # node 0 waits this long for every node to read the results
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class RankRecord:
-    """What one rank reported, as a node's supervisor publishes it."""
+    """What one rank reported, as a node's supervisor publishes it.
 
-    rank: int
-    pid: int
-    device: str
-    startup_s: float
-    wall_s: float
-    peak_rss_bytes: int
-    peak_device_bytes: int | None
-    metrics: dict[str, Any]
+    Attributes:
+        report: Its times, peaks and metrics.
+        payload: Its result, pickled (as the worker sent it).
+    """
+
+    report: WorkerReport
     payload: bytes = field(repr=False)
 
 
@@ -215,7 +214,7 @@ class NodeLink:
         """Publish this node's ranks' records."""
         for record in records:
             data = pickle.dumps(record, protocol=pickle.HIGHEST_PROTOCOL)
-            self._call(self.store.set, f"done/{record.rank}", data)
+            self._call(self.store.set, f"done/{record.report.rank}", data)
 
     def results_ready(self) -> bool:
         """Whether every rank's record is in the store (non-blocking)."""

@@ -67,6 +67,8 @@ _GRACE_S = 0.5  # after a failure: how long to listen for its consequences
 _TERM_S = 1.0  # SIGTERM to SIGKILL
 _GATHER_S = 0.01  # across nodes: between looks for the other nodes' results
 _ORDER = {FailureKind.DIED: 0, FailureKind.RAISED: 1}
+#: What gloo raises in a rank whose peer went away: a consequence, never a cause.
+_PEER_GONE = ("Connection closed by peer", "Connection reset by peer", "Broken pipe")
 
 
 class JoinFailed(Exception):
@@ -369,19 +371,17 @@ class GangSupervisor:
         for r in self.ranks:
             assert r.stats is not None
             assert r.ready_at is not None
-            records.append(
-                RankRecord(
-                    rank=r.rank,
-                    pid=r.pid,
-                    device=self.placement.devices[r.rank - self.local.start],
-                    startup_s=r.ready_at - self.origin,
-                    wall_s=r.stats["wall_s"],
-                    peak_rss_bytes=r.stats["peak_rss_bytes"],
-                    peak_device_bytes=r.stats["peak_device_bytes"],
-                    metrics=r.metrics,
-                    payload=r.payload,
-                )
+            report = WorkerReport(
+                rank=r.rank,
+                pid=r.pid,
+                device=self.placement.devices[r.rank - self.local.start],
+                startup_s=r.ready_at - self.origin,
+                wall_s=r.stats["wall_s"],
+                peak_rss_bytes=r.stats["peak_rss_bytes"],
+                peak_device_bytes=r.stats["peak_device_bytes"],
+                metrics=WorkerMetrics.from_dict(r.metrics),
             )
+            records.append(RankRecord(report, r.payload))
         return records
 
     # -- deadlines and failures ---------------------------------------------------
@@ -460,11 +460,17 @@ class GangSupervisor:
             return len(self.failures) + (1 << 30)
 
     def _raise(self) -> None:
-        # Deaths first (their peers' errors follow from them), then by number:
-        # the order in which they were seen (across nodes: by the store's counter).
+        # Deaths first (their peers' errors follow from them), then errors that
+        # are not a peer gone away, then by number: the order in which they were
+        # seen (across nodes: by the store's counter, which a rank's own report
+        # and its peer's lost connection may reach in either order).
         numbered = sorted(
             zip(self.failures, self.order, strict=True),
-            key=lambda item: (_ORDER.get(item[0].kind, 2), item[1]),
+            key=lambda item: (
+                _ORDER.get(item[0].kind, 2),
+                any(text in item[0].detail for text in _PEER_GONE),
+                item[1],
+            ),
         )
         failures = [failure for failure, _ in numbered]
         if self.attempt > 1:
@@ -485,23 +491,11 @@ class GangSupervisor:
 
     def _report(self) -> GangReport:
         records = self.records if self.records is not None else self._local_records()
-        workers = [
-            WorkerReport(
-                rank=record.rank,
-                pid=record.pid,
-                device=record.device,
-                startup_s=record.startup_s,
-                wall_s=record.wall_s,
-                peak_rss_bytes=record.peak_rss_bytes,
-                peak_device_bytes=record.peak_device_bytes,
-                metrics=WorkerMetrics.from_dict(record.metrics),
-            )
-            for record in records
-        ]
+        workers = [record.report for record in records]
         mine = {r.rank: r.result for r in self.ranks}
         results = [
-            mine[record.rank] if record.rank in mine else pickle.loads(record.payload)
-            for record in records
+            mine[w.rank] if w.rank in mine else pickle.loads(record.payload)
+            for w, record in zip(workers, records, strict=True)
         ]
         ready = max(w.startup_s for w in workers)
         return GangReport(

@@ -19,7 +19,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -375,6 +375,46 @@ def test_two_nodes_train_the_single_device_model(
     assert current() is None  # launched_as put the environment back
 
 
+def one_node(tmp_path: Path, job: str, settings: list[str]) -> dict[str, Any]:
+    """The comparable outputs of ``strata run JOB`` on one node (this process)."""
+    report = tmp_path / "single.json"
+    assert main(["run", job, *settings, "--quiet", "--report", str(report)]) == 0
+    return comparable(json.loads(report.read_text())["outputs"])
+
+
+def two_nodes(
+    tmp_path: Path,
+    argv: Callable[[int, int], list[str]],
+    env: dict[str, str] | None = None,
+    within: float = 120,
+) -> tuple[list[int], list[str]]:
+    """Launch ``argv(rank, port)`` for nodes 0 and 1; their statuses and output."""
+    port = free_port()
+    nodes = [
+        launch(argv(rank, port), env or child_env(), tmp_path / f"node{rank}.log")
+        for rank in (0, 1)
+    ]
+    try:
+        codes = finish(nodes, tmp_path, within)
+    finally:
+        stop(nodes)
+    return codes, [(tmp_path / f"node{r}.log").read_text() for r in (0, 1)]
+
+
+def strata_run(job: str, *settings: str) -> Callable[[int, int], list[str]]:
+    """``strata run JOB`` as node ``rank``, reporting to ``node<rank>.json``."""
+
+    def argv(rank: int, port: int) -> list[str]:
+        return [STRATA, "run", job, *settings, "--quiet", *node_args(rank, port)]
+
+    return argv
+
+
+def node_outputs(tmp_path: Path, rank: int) -> dict[str, Any]:
+    report = tmp_path / f"node{rank}.json"
+    return comparable(json.loads(report.read_text())["outputs"])
+
+
 @pytest.mark.multiprocess
 @pytest.mark.slow
 @pytest.mark.parametrize("executor", ["local", "process"])
@@ -383,69 +423,31 @@ def test_two_strata_run_launches_equal_one(tmp_path: Path, executor: str) -> Non
     node does (the report of each node: ``{node_rank}`` in the path). On the
     process executor the gang step runs in a worker process, which finds the job
     store through the variables ``strata run`` set."""
-    single = tmp_path / "single.json"
-    assert (
-        main(
-            [
-                "run",
-                "jobs/fullgraph_dist.py",
-                *SMALL,
-                "--quiet",
-                "--report",
-                str(single),
-            ]
-        )
-        == 0
+    expected = one_node(tmp_path, "jobs/fullgraph_dist.py", SMALL)
+    report = f"--report={tmp_path / 'node{node_rank}.json'}"
+    argv = strata_run(
+        "jobs/fullgraph_dist.py", *SMALL, f"--executor={executor}", report
     )
-    port = free_port()
-    report = str(tmp_path / "node{node_rank}.json")
-    nodes = [
-        launch(
-            [
-                STRATA,
-                "run",
-                "jobs/fullgraph_dist.py",
-                *SMALL,
-                "--quiet",
-                f"--executor={executor}",
-                "--report",
-                report,
-                *node_args(rank, port),
-            ],
-            child_env(),
-            tmp_path / f"node{rank}.log",
-        )
-        for rank in (0, 1)
-    ]
-    try:
-        codes = finish(nodes, tmp_path, 120)
-    finally:
-        stop(nodes)
-    logs = [(tmp_path / f"node{r}.log").read_text() for r in (0, 1)]
+    codes, logs = two_nodes(tmp_path, argv)
     assert codes == [0, 0], logs
-    expected = comparable(json.loads(single.read_text())["outputs"])
-    for rank in (0, 1):
-        outputs = json.loads((tmp_path / f"node{rank}.json").read_text())["outputs"]
-        assert comparable(outputs) == expected
+    assert node_outputs(tmp_path, 0) == node_outputs(tmp_path, 1) == expected
     assert logs[0].splitlines()[0] == logs[1].splitlines()[0]  # same summary
 
 
 SAMPLED = [
-    *(
-        f"--set={k}={v}"
-        for k, v in {
-            "num_nodes": 3000,
-            "num_classes": 4,
-            "num_features": 16,
-            "hidden": 32,
-            "batch_size": 256,
-            "epochs": 2,
-            "device": "cpu",
-            "threads": 1,
-            "workers": 2,
-            "cache": 0.5,
-        }.items()
-    )
+    f"--set={k}={v}"
+    for k, v in {
+        "num_nodes": 3000,
+        "num_classes": 4,
+        "num_features": 16,
+        "hidden": 32,
+        "batch_size": 256,
+        "epochs": 2,
+        "device": "cpu",
+        "threads": 1,
+        "workers": 2,
+        "cache": 0.5,
+    }.items()
 ]
 
 
@@ -454,127 +456,55 @@ SAMPLED = [
 def test_two_nodes_train_the_sampled_sage_of_one(tmp_path: Path) -> None:
     """A colocated sampled gang: each node runs the feature servers for its own
     ranks (every node has the features); the outputs equal one node's."""
-    single = tmp_path / "single.json"
-    assert (
-        main(
-            [
-                "run",
-                "jobs/sampled_sage.py",
-                *SAMPLED,
-                "--quiet",
-                "--report",
-                str(single),
-            ]
-        )
-        == 0
-    )
-    port = free_port()
-    report = str(tmp_path / "node{node_rank}.json")
-    nodes = [
-        launch(
-            [
-                STRATA,
-                "run",
-                "jobs/sampled_sage.py",
-                *SAMPLED,
-                "--quiet",
-                "--report",
-                report,
-                *node_args(rank, port),
-            ],
-            child_env(),
-            tmp_path / f"node{rank}.log",
-        )
-        for rank in (0, 1)
-    ]
-    try:
-        codes = finish(nodes, tmp_path, 120)
-    finally:
-        stop(nodes)
-    assert codes == [0, 0], [(tmp_path / f"node{r}.log").read_text() for r in (0, 1)]
-    expected = comparable(json.loads(single.read_text())["outputs"])
+    expected = one_node(tmp_path, "jobs/sampled_sage.py", SAMPLED)
     assert expected["traffic_agrees"] is True
-    for rank in (0, 1):
-        outputs = json.loads((tmp_path / f"node{rank}.json").read_text())["outputs"]
-        assert comparable(outputs) == expected
+    report = f"--report={tmp_path / 'node{node_rank}.json'}"
+    codes, logs = two_nodes(
+        tmp_path, strata_run("jobs/sampled_sage.py", *SAMPLED, report)
+    )
+    assert codes == [0, 0], logs
+    assert node_outputs(tmp_path, 0) == node_outputs(tmp_path, 1) == expected
 
 
-def torchrun_works() -> bool:
-    return Path(PYTHON).with_name("torchrun").exists()
+TORCHRUN = Path(PYTHON).with_name("torchrun")
 
 
 @pytest.mark.multiprocess
 @pytest.mark.slow
-@pytest.mark.skipif(not torchrun_works(), reason="no torchrun next to python")
+@pytest.mark.skipif(not TORCHRUN.exists(), reason="no torchrun next to python")
 def test_two_torchrun_launches_equal_one(tmp_path: Path) -> None:
     """``torchrun --nnodes 2 --nproc-per-node 1 ... strata run JOB``: the same."""
-    single = tmp_path / "single.json"
-    assert (
-        main(
-            [
-                "run",
-                "jobs/fullgraph_dist.py",
-                *SMALL,
-                "--quiet",
-                "--report",
-                str(single),
-            ]
-        )
-        == 0
-    )
-    port = free_port()
-    torchrun = str(Path(PYTHON).with_name("torchrun"))
-    nodes = [
-        launch(
-            [
-                torchrun,
-                "--nnodes=2",
-                "--nproc-per-node=1",
-                f"--node-rank={rank}",
-                "--master-addr=127.0.0.1",
-                f"--master-port={port}",
-                STRATA,
-                "run",
-                "jobs/fullgraph_dist.py",
-                *SMALL,
-                "--quiet",
-                "--report",
-                str(tmp_path / f"node{rank}.json"),
-            ],
-            child_env(),
-            tmp_path / f"node{rank}.log",
-        )
-        for rank in (0, 1)
-    ]
-    try:
-        codes = finish(nodes, tmp_path, 150)
-    finally:
-        stop(nodes)
-    logs = [(tmp_path / f"node{r}.log").read_text() for r in (0, 1)]
+    expected = one_node(tmp_path, "jobs/fullgraph_dist.py", SMALL)
+
+    def argv(rank: int, port: int) -> list[str]:
+        report = f"--report={tmp_path / f'node{rank}.json'}"
+        return [
+            str(TORCHRUN),
+            "--nnodes=2",
+            "--nproc-per-node=1",
+            f"--node-rank={rank}",
+            "--master-addr=127.0.0.1",
+            f"--master-port={port}",
+            *[STRATA, "run", "jobs/fullgraph_dist.py", *SMALL, "--quiet", report],
+        ]
+
+    codes, logs = two_nodes(tmp_path, argv, within=150)
     assert codes == [0, 0], logs
-    expected = comparable(json.loads(single.read_text())["outputs"])
-    for rank in (0, 1):
-        outputs = json.loads((tmp_path / f"node{rank}.json").read_text())["outputs"]
-        assert comparable(outputs) == expected
+    assert node_outputs(tmp_path, 0) == node_outputs(tmp_path, 1) == expected
 
 
 # ------------------------------------------------------------- failures
-def hold_nodes(tmp_path: Path, *sets: str) -> Iterator[subprocess.Popen[bytes]]:
+JOB = str(HERE / "multinode_job.py")
+
+
+def hold_nodes(tmp_path: Path, *sets: str) -> list[subprocess.Popen[bytes]]:
+    """Both nodes of ``multinode_job`` (its ranks mark ``tmp_path`` once running)."""
     port = free_port()
-    for rank in (0, 1):
-        yield launch(
-            [
-                STRATA,
-                "run",
-                str(HERE / "multinode_job.py"),
-                "--quiet",
-                f"--set=marker={tmp_path}",
-                *sets,
-                *node_args(rank, port),
-            ],
-            child_env(),
-            tmp_path / f"node{rank}.log",
-        )
+    argv = strata_run(JOB, f"--set=marker={tmp_path}", *sets)
+    return [
+        launch(argv(rank, port), child_env(), tmp_path / f"node{rank}.log")
+        for rank in (0, 1)
+    ]
 
 
 @pytest.mark.multiprocess
@@ -582,7 +512,7 @@ def hold_nodes(tmp_path: Path, *sets: str) -> Iterator[subprocess.Popen[bytes]]:
 def test_a_killed_node_fails_the_other_nodes_gang_naming_the_rank(
     tmp_path: Path,
 ) -> None:
-    nodes = list(hold_nodes(tmp_path, "--set=seconds=120", "--set=timeout_s=100"))
+    nodes = hold_nodes(tmp_path, "--set=seconds=120", "--set=timeout_s=100")
     try:
         deadline = time.monotonic() + 60
         while not all((tmp_path / f"rank{r}").exists() for r in (0, 1)):
@@ -610,12 +540,8 @@ def test_a_killed_node_fails_the_other_nodes_gang_naming_the_rank(
 @pytest.mark.multiprocess
 @pytest.mark.slow
 def test_a_remote_rank_that_raises_is_named_on_both_nodes(tmp_path: Path) -> None:
-    nodes = list(hold_nodes(tmp_path, "--set=seconds=60", "--set=fail_rank=1"))
-    try:
-        codes = finish(nodes, tmp_path, 60)
-    finally:
-        stop(nodes)
-    logs = [(tmp_path / f"node{r}.log").read_text() for r in (0, 1)]
+    argv = strata_run(JOB, "--set=seconds=60", "--set=fail_rank=1")
+    codes, logs = two_nodes(tmp_path, argv, within=60)
     assert codes == [1, 1], logs
     for log in logs:
         assert "worker rank 1" in log
@@ -627,12 +553,7 @@ def test_a_remote_rank_that_raises_is_named_on_both_nodes(tmp_path: Path) -> Non
 @pytest.mark.slow
 def test_two_nodes_agree_on_every_rank_result(tmp_path: Path) -> None:
     """Every node gets every rank's result, in rank order (4 ranks, 2 each)."""
-    nodes = list(hold_nodes(tmp_path, "--set=workers=4"))
-    try:
-        codes = finish(nodes, tmp_path, 60)
-    finally:
-        stop(nodes)
-    logs = [(tmp_path / f"node{r}.log").read_text() for r in (0, 1)]
+    codes, logs = two_nodes(tmp_path, strata_run(JOB, "--set=workers=4"), within=60)
     assert codes == [0, 0], logs
     for log in logs:
         assert "results    = [4.0, 4.0, 4.0, 4.0]\nworld_size = 4" in log
@@ -643,27 +564,8 @@ def test_two_nodes_agree_on_every_rank_result(tmp_path: Path) -> None:
 def test_a_failed_join_is_retried_on_every_node_in_step(tmp_path: Path) -> None:
     """Every rank fails to join (no such gloo interface): both nodes retry the
     same attempts (their keys meet) and report the same first failure."""
-    port = free_port()
     env = child_env(GLOO_SOCKET_IFNAME="no-such-interface0")
-    nodes = [
-        launch(
-            [
-                STRATA,
-                "run",
-                str(HERE / "multinode_job.py"),
-                "--quiet",
-                *node_args(rank, port),
-            ],
-            env,
-            tmp_path / f"node{rank}.log",
-        )
-        for rank in (0, 1)
-    ]
-    try:
-        codes = finish(nodes, tmp_path, 90)
-    finally:
-        stop(nodes)
-    logs = [(tmp_path / f"node{r}.log").read_text() for r in (0, 1)]
+    codes, logs = two_nodes(tmp_path, strata_run(JOB), env, within=90)
     assert codes == [1, 1], logs
     leads = [re.search(r"GangError: (worker rank \d+)", log) for log in logs]
     names = [lead.group(1) if lead else None for lead in leads]
