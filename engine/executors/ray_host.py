@@ -40,9 +40,11 @@ import contextlib
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
+
+import pyarrow as pa
 
 from strata.engine.channels import (
     Barrier,
@@ -112,6 +114,64 @@ class HostResult:
     peak_items: int = 0
     peak_bytes: int = 0
     peaks: dict[str, list[int]] = field(default_factory=dict)
+
+
+def compact(messages: list[Wired]) -> list[Wired]:
+    """Pack runs of Arrow record batches with one schema into one IPC stream.
+
+    Ray pickles a record batch column by column, about 40 us each way for a
+    64-row batch; one Arrow IPC stream for the whole run costs about 3.5 us per
+    batch, and its buffer travels without a copy. Everything else is left to
+    Ray's serializer (numpy arrays are zero-copy there already).
+
+    Examples:
+        >>> import pyarrow as pa
+        >>> b = pa.record_batch({"x": [1, 2]})
+        >>> packed = compact([("d", b, 16), ("d", b, 16), ("e",)])
+        >>> [m[0] for m in packed], [m[0] for m in expand(packed)]
+        (['a', 'e'], ['d', 'd', 'e'])
+        >>> [m[1].equals(b) for m in expand(packed) if m[0] == "d"]
+        [True, True]
+    """
+    out: list[Wired] = []
+    run: list[Wired] = []
+    for message in messages:
+        item = message[1] if message[0] == "d" else None
+        if isinstance(item, pa.RecordBatch) and (
+            not run or item.schema.equals(run[0][1].schema)
+        ):
+            run.append(message)
+            continue
+        _flush_run(run, out)
+        run = []
+        if isinstance(item, pa.RecordBatch):
+            run.append(message)
+        else:
+            out.append(message)
+    _flush_run(run, out)
+    return out
+
+
+def _flush_run(run: list[Wired], out: list[Wired]) -> None:
+    if len(run) < 2:
+        out.extend(run)
+        return
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, run[0][1].schema) as writer:
+        for message in run:
+            writer.write_batch(message[1])
+    out.append(("a", sink.getvalue(), [message[2] for message in run]))
+
+
+def expand(messages: list[Wired]) -> Iterator[Wired]:
+    """Undo :func:`compact`: every data message again, in order."""
+    for message in messages:
+        if message[0] != "a":
+            yield message
+            continue
+        reader = pa.ipc.open_stream(message[1])
+        for batch, size in zip(reader, message[2], strict=True):
+            yield ("d", batch, size)
 
 
 class _Outbox:
@@ -248,7 +308,7 @@ class PushOutlet(Outlet):
         if self.stop.is_set():
             raise Cancelled
         ref = self.actor.deliver.remote(
-            self.link.token, *self.key, self.sequence, self.buffer
+            self.link.token, *self.key, self.sequence, compact(self.buffer)
         )
         self.in_flight.append((ref, *self.buffered))
         self.sequence += 1
@@ -503,7 +563,7 @@ class TaskHost:
                     raise Cancelled
                 self.order.wait(0.1)
         try:
-            for message in messages:
+            for message in expand(messages):
                 kind = message[0]
                 if kind == "d":
                     delivery = Delivery(input, shard, message[1], message[2])
