@@ -60,3 +60,7 @@ COMMANDS: list[Command] = [
 def main(argv: Sequence[str] | None = None) -> int:
     """Run ``strata`` with ``argv`` (default: the process arguments)."""
     return engine_main(argv, COMMANDS)
+
+
+if __name__ == "__main__":  # python -m strata.operators.cli.main (torchrun -m)
+    raise SystemExit(main())
