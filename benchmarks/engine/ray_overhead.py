@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import statistics
 import sys
@@ -123,6 +124,7 @@ class Comparison:
     local: list[RunSample]
     ray: list[RunSample]
     bare: list[float]
+    load: tuple[float, float]  # the 1-minute load average before and after
 
     @property
     def cold_startup_s(self) -> float:
@@ -134,6 +136,7 @@ def compare(items: int, rounds: int, num_cpus: int | None = None) -> Comparison:
     ray = require_ray()
     if ray.is_initialized():  # the cold figures need a fresh Ray in this process
         raise RuntimeError("Ray is already connected: run this in a new process")
+    load = os.getloadavg()[0]
     start = time.perf_counter()
     connect(num_cpus=num_cpus)
     connect_s = time.perf_counter() - start
@@ -147,7 +150,10 @@ def compare(items: int, rounds: int, num_cpus: int | None = None) -> Comparison:
         local.append(measure_local(items, want))
         on_ray.append(measure_ray(runner, items, want))
         bare.append(measure_bare_actors())
-    return Comparison(items, rounds, connect_s, first, local, on_ray, bare)
+    load_after = os.getloadavg()[0]
+    return Comparison(
+        items, rounds, connect_s, first, local, on_ray, bare, (load, load_after)
+    )
 
 
 @dataclass(frozen=True)
@@ -210,7 +216,10 @@ def rows(c: Comparison, command: str) -> list[dict[str, Any]]:
         "target": f"<= {TARGET_RATIO:g}",
         "met": ray.median / local.median <= TARGET_RATIO,
         "command": command,
-        "note": f"{c.rounds} interleaved rounds; per-round ratio "
+        "note": f"{c.rounds} interleaved rounds, {os.cpu_count()} cores, load "
+        f"average {c.load[0]:.1f} before and {c.load[1]:.1f} after (Ray's three "
+        "actor processes need more of the cores than the local executor's one "
+        "process: the ratio grows with other load); per-round ratio "
         f"{ratio.median:.2f} [{ratio.low:.2f}, {ratio.high:.2f}]; Ray adds "
         f"{per_item_us:.0f} us per item (3 steps) of wall time; CPU (all "
         f"processes) per item {f['ray_cpu_us'].median:.0f} us on Ray vs "
