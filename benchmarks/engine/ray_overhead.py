@@ -217,9 +217,8 @@ def rows(c: Comparison, command: str) -> list[dict[str, Any]]:
         "met": ray.median / local.median <= TARGET_RATIO,
         "command": command,
         "note": f"{c.rounds} interleaved rounds, {os.cpu_count()} cores, load "
-        f"average {c.load[0]:.1f} before and {c.load[1]:.1f} after (Ray's three "
-        "actor processes need more of the cores than the local executor's one "
-        "process: the ratio grows with other load); per-round ratio "
+        f"average {c.load[0]:.1f} before and {c.load[1]:.1f} after (the machine "
+        "is shared; Ray runs three processes, local one); per-round ratio "
         f"{ratio.median:.2f} [{ratio.low:.2f}, {ratio.high:.2f}]; Ray adds "
         f"{per_item_us:.0f} us per item (3 steps) of wall time; CPU (all "
         f"processes) per item {f['ray_cpu_us'].median:.0f} us on Ray vs "
