@@ -59,6 +59,9 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/operators/run_rapidgnn_throughput.py --rounds 5
 	cd benchmarks/operators && ../../$(BIN)/python armada_throughput.py --rounds 5 --epochs 3 --threads 2 --policies default passive
 	GREM_RESULTS=benchmarks/results/grem.json $(PYTEST_BENCH) benchmarks/partition/test_grem_acceptance.py -m large
+	$(BIN)/python benchmarks/engine/ray_overhead.py --rounds 5 --out benchmarks/results/ray.json
+	cd benchmarks/engine && ../../$(BIN)/python bench_ray_gang.py --rounds 5 --out ../results/ray_gang.json
+	cd benchmarks/engine && ../../$(BIN)/python bench_multinode.py --rounds 5 --out ../results/multinode_gang.json
 	$(BIN)/python benchmarks/results_table.py --readme README.md
 
 # Every benchmark at its smoke size (seconds to minutes): checks they still run.

@@ -26,6 +26,8 @@ import os
 import sys
 from types import ModuleType
 
+from strata.engine.errors import format_where
+
 #: Environment variable naming the cluster to join (``ray://...`` or ``host:port``).
 ADDRESS_ENV = "STRATA_RAY_ADDRESS"
 
@@ -54,19 +56,34 @@ def connect(address: str | None = None, *, num_cpus: int | None = None) -> Modul
 
     Raises:
         ImportError: Ray is not installed.
+        ConnectionError: ``address`` names no cluster this process can join.
     """
     ray = require_ray()
     if ray.is_initialized():
         return ray
     address = address or os.environ.get(ADDRESS_ENV) or os.environ.get("RAY_ADDRESS")
-    ray.init(
-        address=address,
-        num_cpus=None if address else num_cpus,
-        include_dashboard=False,
-        log_to_driver=False,  # remote errors come back in the run's error
-        logging_level="ERROR",
-        runtime_env={"env_vars": {"PYTHONPATH": driver_path()}},
-    )
+    try:
+        ray.init(
+            address=address,
+            num_cpus=None if address else num_cpus,
+            include_dashboard=False,
+            log_to_driver=False,  # remote errors come back in the run's error
+            logging_level="ERROR",
+            runtime_env={"env_vars": {"PYTHONPATH": driver_path()}},
+        )
+    except Exception as exc:
+        if not address:
+            raise
+        raise ConnectionError(
+            format_where(
+                "ray address",
+                "strata.engine.ray_cluster.connect",
+                "a running Ray cluster to join",
+                f"{address!r}: {type(exc).__name__}: {str(exc)[:300]}",
+                "check the address and port; a cluster started with `ray start` "
+                "(Ray >= 2.59) also needs RAY_AUTH_MODE=token in this environment.",
+            )
+        ) from exc
     return ray
 
 
