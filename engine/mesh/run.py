@@ -1,0 +1,62 @@
+"""``run_mesh``: run an SPMD function on a mesh of any kind; results in rank order.
+
+``kind="sim"`` runs the ranks as threads of this process (:func:`run_sim`);
+``"zmq"`` and ``"torch"`` start a gang of CPU processes
+(:func:`strata.engine.gang.run_gang`) and build a :class:`ZmqMesh` or
+:class:`TorchMesh` in each. ``fn`` gets the rank's mesh first and must be defined
+at module level (processes receive it by reference).
+
+Examples:
+    >>> import numpy as np
+    >>> from strata.engine.mesh.base import Tag
+    >>> run_mesh(_demo_total, 2, kind="sim")
+    [1, 1]
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Literal
+
+import numpy as np
+
+from strata.engine.errors import format_where
+from strata.engine.mesh.base import Mesh, Tag
+from strata.engine.mesh.sim import DEFAULT_TIMEOUT_S, run_sim
+
+MeshKind = Literal["sim", "zmq", "torch"]
+_KINDS = ("sim", "zmq", "torch")
+
+
+def run_mesh(
+    fn: Callable[..., Any],
+    workers: int,
+    /,
+    *args: Any,
+    kind: MeshKind = "sim",
+    timeout_s: float = DEFAULT_TIMEOUT_S,
+    **kwargs: Any,
+) -> list[Any]:
+    """Run ``fn(mesh, *args, **kwargs)`` on ``workers`` ranks of a ``kind`` mesh.
+
+    Args:
+        fn: A module-level function taking the rank's :class:`Mesh` first.
+        workers: Number of ranks.
+        *args: Positional arguments, the same for every rank.
+        kind: ``"sim"`` (threads of this process), ``"zmq"`` or ``"torch"``
+            (one process per rank).
+        timeout_s: Deadline of one round (a dead or stuck peer fails it).
+        **kwargs: Keyword arguments for ``fn``.
+
+    Raises:
+        MeshError: A rank raised or a round failed (``"sim"``).
+        GangError: A rank raised, died or timed out (``"zmq"``, ``"torch"``).
+    """
+    if kind == "sim":
+        return run_sim(fn, workers, *args, timeout_s=timeout_s, **kwargs)
+    raise ValueError(format_where("kind", "run_mesh", f"one of {_KINDS}", repr(kind)))
+
+
+def _demo_total(mesh: Mesh) -> int:
+    total = mesh.allreduce(np.array([mesh.rank]), "sum", Tag(0, 0))
+    return int(total[0])

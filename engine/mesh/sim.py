@@ -1,0 +1,319 @@
+"""``SimMesh``: P ranks on threads of one process, counting what a real mesh would send.
+
+:meth:`SimMesh.group` makes ``size`` ends sharing one in-process hub, and
+:func:`run_sim` runs an SPMD function on ``size`` threads, one end each. A round
+is a rendezvous of all ranks: each rank posts its outgoing lists, waits for the
+others, then takes what every peer posted for it. Arrays are handed over by
+reference (read-only views, never copies), so P up to 256 stays cheap; the stats
+count every message and byte as :class:`~strata.engine.mesh.zmq_mesh.ZmqMesh` would
+send them (:mod:`strata.engine.mesh.wire`), so a modelled run and a real one report
+the same traffic.
+
+Neither side may write to an array after handing it over: the receiver's view
+shares the sender's memory (copy before writing; received arrays are read-only).
+
+A rank whose function raises fails the round every other rank is in (or enters
+next) with a :class:`MeshError` naming it, and :func:`run_sim` raises a
+``MeshError`` naming the first rank that failed, chained to its exception. A rank
+that returns (or closes its end) while others still exchange fails their round the
+same way: every rank must make the same rounds. A round that does not complete
+within ``timeout_s`` fails, naming the ranks that did not arrive.
+
+Examples:
+    >>> import numpy as np
+    >>> def shift(mesh, n):
+    ...     out = [[] for _ in range(mesh.size)]
+    ...     out[(mesh.rank + 1) % mesh.size] = [np.full(n, mesh.rank)]
+    ...     got = mesh.exchange(out, Tag(0, 0))
+    ...     total = mesh.allreduce(np.array([mesh.rank]), "sum", Tag(0, 1))
+    ...     return [a.tolist() for arrays in got for a in arrays], int(total[0])
+    >>> run_sim(shift, 3, 2)
+    [([[2, 2]], 3), ([[0, 0]], 3), ([[1, 1]], 3)]
+    >>> ends = SimMesh.group(1)
+    >>> ends[0].exchange([[np.arange(2)]], Tag(0, 0))[0][0].tolist()
+    [0, 1]
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from strata.engine.errors import format_where
+from strata.engine.mesh.base import MeshError, MeshOp, MeshStats, Tag
+from strata.engine.mesh.wire import check_outgoing, check_tag, fold, round_cost
+
+#: Default deadline of one round, in seconds.
+DEFAULT_TIMEOUT_S = 300.0
+
+
+class _Hub:
+    """The rendezvous shared by a group's ends: posted lists, a generation count."""
+
+    def __init__(self, size: int, timeout_s: float) -> None:
+        self.size = size
+        self.timeout_s = timeout_s
+        # Two slots alternate by round: a rank can be at most one round ahead of
+        # the slowest reader (it cannot pass the next rendezvous alone).
+        self.posted: list[list[Any]] = [[None] * size, [None] * size]
+        self.costs: list[list[Any]] = [[None] * size, [None] * size]
+        self.tags: list[list[Tag | None]] = [[None] * size, [None] * size]
+        self._cond = threading.Condition()
+        self._arrived = 0
+        self._generation = 0
+        self._broken = False
+        self.failure: tuple[int, str, BaseException | None] | None = None
+        self.left: list[int] = []  # in the order the ranks left
+
+    def meet(self) -> bool:
+        """Wait until every rank arrived; ``False`` if the group broke or timed out."""
+        with self._cond:
+            if self._broken:
+                return False
+            generation = self._generation
+            self._arrived += 1
+            if self._arrived == self.size:
+                self._arrived = 0
+                self._generation += 1
+                self._cond.notify_all()
+                return True
+            self._cond.wait_for(
+                lambda: self._generation != generation or self._broken,
+                self.timeout_s,
+            )
+            if self._generation != generation:
+                return True
+            self._broken = True
+            self._cond.notify_all()
+            return False
+
+    def fail(self, rank: int, what: str, error: BaseException | None) -> None:
+        """Record the first failure and break every round in progress or to come."""
+        with self._cond:
+            if self.failure is None:
+                self.failure = (rank, what, error)
+            self._broken = True
+            self._cond.notify_all()
+
+    def leave(self, rank: int) -> None:
+        """Rank ``rank`` makes no more rounds: a round waiting for it cannot end."""
+        with self._cond:
+            if rank not in self.left:
+                self.left.append(rank)
+            self._broken = True
+            self._cond.notify_all()
+
+
+class SimMesh:
+    """One rank's end of an in-process mesh (see the module docstring).
+
+    Build ends with :meth:`group`, or run a function with :func:`run_sim`.
+    """
+
+    def __init__(self, hub: _Hub, rank: int) -> None:
+        self._hub = hub
+        self._rank = rank
+        self._stats = MeshStats()
+        self._last: Tag | None = None
+        self._rounds = 0
+        self._closed = False
+
+    @classmethod
+    def group(cls, size: int, *, timeout_s: float = DEFAULT_TIMEOUT_S) -> list[SimMesh]:
+        """Return ``size`` ends sharing one hub, rank ``i`` at index ``i``.
+
+        Args:
+            size: Number of ranks (>= 1).
+            timeout_s: Deadline of one round: a rank that does not arrive in time
+                fails the round for all.
+        """
+        if not isinstance(size, int) or size < 1:
+            raise ValueError(format_where("size", "SimMesh.group", ">= 1", repr(size)))
+        if not timeout_s > 0:
+            raise ValueError(
+                format_where("timeout_s", "SimMesh.group", "> 0", repr(timeout_s))
+            )
+        hub = _Hub(size, timeout_s)
+        return [cls(hub, rank) for rank in range(size)]
+
+    @property
+    def rank(self) -> int:
+        """This rank."""
+        return self._rank
+
+    @property
+    def size(self) -> int:
+        """How many ranks the mesh has."""
+        return self._hub.size
+
+    @property
+    def stats(self) -> MeshStats:
+        """This rank's traffic so far (modelled as ZmqMesh would send it)."""
+        return self._stats
+
+    def exchange(
+        self, outgoing: Sequence[Sequence[np.ndarray]], tag: Tag
+    ) -> list[list[np.ndarray]]:
+        """Send ``outgoing[p]`` to every rank ``p``; return ``incoming[p]`` by rank.
+
+        Raises:
+            MeshError: Another rank failed, left, or did not arrive in time.
+        """
+        tag = check_tag(tag, self._last, self._rank)
+        check_outgoing(outgoing, self.size, self._rank, tag)
+        if self._closed:
+            raise self._error(tag, "an open mesh end", "this end was closed")
+        self._last = tag
+        hub, me, stats = self._hub, self._rank, self._stats
+        slot = self._rounds & 1
+        self._rounds += 1
+        posted = [list(arrays) for arrays in outgoing]
+        costs = [round_cost(arrays) for arrays in posted]
+        for peer, (messages, nbytes) in enumerate(costs):
+            if peer != me:
+                stats.frames_sent += messages
+                stats.bytes_sent += nbytes
+                stats.sent_to[peer] = stats.sent_to.get(peer, 0) + nbytes
+        hub.posted[slot][me] = posted
+        hub.costs[slot][me] = costs
+        hub.tags[slot][me] = tag
+        start = time.perf_counter()
+        met = hub.meet()
+        stats.wait_s += time.perf_counter() - start
+        stats.rounds += 1
+        if not met:
+            raise self._broken(tag, slot)
+        incoming: list[list[np.ndarray]] = []
+        for peer in range(self.size):
+            if hub.tags[slot][peer] != tag:
+                error = self._error(
+                    tag,
+                    "the same tag on every rank",
+                    f"{tuple(hub.tags[slot][peer] or ())} from rank {peer}",
+                )
+                hub.fail(me, str(error), None)
+                raise error
+            incoming.append([_read_only(a) for a in hub.posted[slot][peer][me]])
+            if peer != me:
+                messages, nbytes = hub.costs[slot][peer][me]
+                stats.frames_received += messages
+                stats.bytes_received += nbytes
+        return incoming
+
+    def allreduce(self, value: np.ndarray, op: MeshOp, tag: Tag) -> np.ndarray:
+        """Combine ``value`` over ranks, folded in rank order (identical everywhere)."""
+        value = np.asarray(value)
+        got = self.exchange([[value]] * self.size, tag)
+        return fold([arrays[0] for arrays in got], op)
+
+    def barrier(self, tag: Tag) -> None:
+        """Return once every rank reached the barrier ``tag``."""
+        self.exchange([[] for _ in range(self.size)], tag)
+
+    def close(self) -> None:
+        """Leave the group (idempotent): later rounds of the others fail."""
+        if not self._closed:
+            self._closed = True
+            self._hub.leave(self._rank)
+
+    def _broken(self, tag: Tag, slot: int) -> MeshError:
+        hub = self._hub
+        if hub.failure is not None:
+            rank, what, _ = hub.failure
+            return self._error(tag, "every rank to complete it", f"rank {rank} {what}")
+        if hub.left:
+            first = next((r for r in hub.left if r != self._rank), hub.left[0])
+            return self._error(
+                tag,
+                "every rank to join it",
+                f"rank {first} returned or closed its end",
+                "every rank must make the same rounds",
+            )
+        missing = [r for r in range(self.size) if hub.tags[slot][r] != tag]
+        return self._error(
+            tag,
+            f"every rank within {hub.timeout_s:g} s",
+            f"rank(s) {missing} did not arrive",
+        )
+
+    def _error(self, tag: Tag, expected: str, got: str, hint: str = "") -> MeshError:
+        where = f"SimMesh rank {self._rank} of {self.size}"
+        return MeshError(
+            format_where(f"round {tuple(tag)}", where, expected, got, hint or None)
+        )
+
+    def __repr__(self) -> str:
+        return f"SimMesh(rank={self._rank}, size={self.size})"
+
+
+def _read_only(array: np.ndarray) -> np.ndarray:
+    view = array.view()
+    view.flags.writeable = False
+    return view
+
+
+def run_sim(
+    fn: Callable[..., Any],
+    size: int,
+    /,
+    *args: Any,
+    timeout_s: float = DEFAULT_TIMEOUT_S,
+    **kwargs: Any,
+) -> list[Any]:
+    """Run ``fn(mesh, *args, **kwargs)`` on ``size`` threads; results in rank order.
+
+    Every thread is joined before this returns or raises.
+
+    Args:
+        fn: The SPMD function; gets its rank's :class:`SimMesh` first.
+        size: Number of ranks (threads).
+        *args: Positional arguments, the same objects for every rank.
+        timeout_s: Deadline of one round.
+        **kwargs: Keyword arguments for ``fn``.
+
+    Raises:
+        MeshError: A rank raised (named, with its exception as the cause) or a
+            round failed.
+    """
+    ends = SimMesh.group(size, timeout_s=timeout_s)
+    hub = ends[0]._hub
+    results: list[Any] = [None] * size
+    errors: list[BaseException | None] = [None] * size
+
+    def work(mesh: SimMesh) -> None:
+        try:
+            results[mesh.rank] = fn(mesh, *args, **kwargs)
+        except BaseException as exc:
+            errors[mesh.rank] = exc
+            if not isinstance(exc, MeshError):
+                hub.fail(mesh.rank, f"raised {type(exc).__name__}: {exc}", exc)
+        finally:
+            mesh.close()
+
+    name = getattr(fn, "__name__", "fn")
+    threads = [
+        threading.Thread(target=work, args=(end,), name=f"sim-mesh-{name}-{end.rank}")
+        for end in ends
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    if hub.failure is not None:
+        rank, what, cause = hub.failure
+        raise MeshError(
+            format_where(
+                f"rank {rank}",
+                f"run_sim({name}, size={size})",
+                "every rank to return",
+                what,
+            )
+        ) from cause
+    for error in errors:
+        if error is not None:
+            raise error
+    return results
