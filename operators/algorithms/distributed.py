@@ -26,7 +26,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from strata.operators.algorithms.errors import AlgorithmError
-from strata.operators.algorithms.placement import Placement, placement_named
+from strata.operators.algorithms.placement import Cut, Placement, placement_named
 from strata.operators.algorithms.superstep import (
     ALGORITHMS,
     INT_INF,
@@ -208,8 +208,9 @@ def run_distributed(
     if algorithm == "cc":
         graph = _symmetrised(graph)
     start = time.perf_counter()
+    cut = Cut.build(graph, workers, chosen)
     results = (launch or _start(mesh))(
-        rank_main, workers, graph, algorithm, chosen, kernel
+        rank_main, workers, graph, algorithm, chosen, kernel, cut
     )
     seconds = time.perf_counter() - start
     results = sorted(results, key=lambda r: r.rank)

@@ -217,12 +217,30 @@ def edge_ranks(graph: CSRGraph, size: int, placement: Placement) -> NDArray[np.i
     return where
 
 
+@dataclass(frozen=True, slots=True)
+class Cut:
+    """A whole placement computed once: vertex layout and the rank of every edge.
+
+    A driver builds it once and hands it to every rank, so P ranks in one process
+    do not each repeat the O(|E|) placement work.
+    """
+
+    layout: Layout
+    edge_rank: NDArray[np.int16]
+
+    @classmethod
+    def build(cls, graph: CSRGraph, size: int, placement: Placement) -> Cut:
+        """Lay out ``graph`` on ``size`` ranks under ``placement``."""
+        where = edge_ranks(graph, size, placement).astype(np.int16)
+        return cls(Layout.build(graph.num_nodes, size), where)
+
+
 def partition_rank(
     graph: CSRGraph,
     size: int,
     rank: int,
     placement: Placement,
-    layout: Layout | None = None,
+    cut: Cut | None = None,
 ) -> RankPart:
     """Cut rank ``rank``'s share of ``graph`` (see the module docstring).
 
@@ -232,9 +250,9 @@ def partition_rank(
         >>> sum(p.num_edges for p in parts), sum(p.num_own for p in parts)
         (3, 3)
     """
-    layout = layout or Layout.build(graph.num_nodes, size)
-    where = edge_ranks(graph, size, placement)
-    mine = np.flatnonzero(where == rank)
+    cut = cut or Cut.build(graph, size, placement)
+    layout = cut.layout
+    mine = np.flatnonzero(cut.edge_rank == rank)
     src = np.repeat(np.arange(graph.num_nodes, dtype=np.int64), np.diff(graph.indptr))[
         mine
     ]

@@ -33,7 +33,7 @@ from numpy.typing import NDArray
 
 from strata.engine.mesh.base import Mesh, Tag
 from strata.operators.algorithms.placement import (
-    Layout,
+    Cut,
     Placement,
     RankPart,
     partition_rank,
@@ -312,14 +312,15 @@ def rank_main(
     algorithm: str,
     placement: Placement,
     params: KernelParams,
+    cut: Cut | None = None,
 ) -> RankResult:
     """Run ``algorithm`` as rank ``mesh.rank`` of ``mesh.size`` (SPMD; see module docs).
 
     ``graph`` is the whole graph (symmetrised already for CC); each rank cuts its own
-    share. Traffic and busy time are counted over the supersteps only.
+    share (of ``cut`` when the driver computed the placement once). Traffic and
+    busy time are counted over the supersteps only.
     """
-    layout = Layout.build(graph.num_nodes, mesh.size)
-    part = partition_rank(graph, mesh.size, mesh.rank, placement, layout)
+    part = partition_rank(graph, mesh.size, mesh.rank, placement, cut)
     wiring = _Wiring(part)
     wiring.setup(mesh)
     result = RankResult(

@@ -17,9 +17,9 @@ from scipy.sparse import csgraph
 from strata.operators.algorithms.distributed import run_distributed
 from strata.operators.algorithms.errors import AlgorithmError
 from strata.operators.algorithms.placement import (
+    Cut,
     Hash,
     HubSplit,
-    Layout,
     Placement,
     edge_ranks,
     partition_rank,
@@ -147,10 +147,9 @@ def test_hubsplit_spreads_hub_edges_and_pulls_the_hub() -> None:
     where = edge_ranks(GRAPH, workers, HubSplit())
     hub_edges = where[GRAPH.indptr[SOURCE] : GRAPH.indptr[SOURCE + 1]]
     assert set(hub_edges.tolist()) == set(range(workers))
-    layout = Layout.build(GRAPH.num_nodes, workers)
-    parts = [
-        partition_rank(GRAPH, workers, r, HubSplit(), layout) for r in range(workers)
-    ]
+    cut = Cut.build(GRAPH, workers, HubSplit())
+    layout = cut.layout
+    parts = [partition_rank(GRAPH, workers, r, HubSplit(), cut) for r in range(workers)]
     owner = int(layout.owner[SOURCE])
     for part in parts:
         pulled = part.pull_ids[part.pull_ptr[owner] : part.pull_ptr[owner + 1]]
