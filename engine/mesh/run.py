@@ -15,14 +15,18 @@ Examples:
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
 from strata.engine.errors import format_where
 from strata.engine.mesh.base import Mesh, Tag
 from strata.engine.mesh.sim import DEFAULT_TIMEOUT_S, run_sim
+
+if TYPE_CHECKING:
+    from strata.engine.gang import GangContext, GangSpec
 
 MeshKind = Literal["sim", "zmq", "torch"]
 _KINDS = ("sim", "zmq", "torch")
@@ -35,6 +39,7 @@ def run_mesh(
     *args: Any,
     kind: MeshKind = "sim",
     timeout_s: float = DEFAULT_TIMEOUT_S,
+    gang: GangSpec | None = None,
     **kwargs: Any,
 ) -> list[Any]:
     """Run ``fn(mesh, *args, **kwargs)`` on ``workers`` ranks of a ``kind`` mesh.
@@ -46,6 +51,9 @@ def run_mesh(
         kind: ``"sim"`` (threads of this process), ``"zmq"`` or ``"torch"``
             (one process per rank).
         timeout_s: Deadline of one round (a dead or stuck peer fails it).
+        gang: The gang to start for ``"zmq"`` and ``"torch"`` (its ``workers``
+            and ``device`` are replaced); by default CPU workers with one torch
+            thread each and ``timeout_s`` as the collective timeout.
         **kwargs: Keyword arguments for ``fn``.
 
     Raises:
@@ -54,7 +62,47 @@ def run_mesh(
     """
     if kind == "sim":
         return run_sim(fn, workers, *args, timeout_s=timeout_s, **kwargs)
-    raise ValueError(format_where("kind", "run_mesh", f"one of {_KINDS}", repr(kind)))
+    if kind not in ("zmq", "torch"):
+        raise ValueError(
+            format_where("kind", "run_mesh", f"one of {_KINDS}", repr(kind))
+        )
+    from strata.engine.gang import GangSpec, run_gang
+
+    if gang is None:
+        gang = GangSpec(
+            workers,
+            device="cpu",
+            threads_per_worker=1,
+            collective_timeout_s=timeout_s,
+            name=f"mesh-{getattr(fn, '__name__', 'fn')}",
+        )
+    else:
+        gang = dataclasses.replace(gang, workers=workers, device="cpu")
+    return run_gang(_rank_main, gang, kind, fn, timeout_s, args, kwargs)
+
+
+def _rank_main(
+    ctx: GangContext,
+    kind: MeshKind,
+    fn: Callable[..., Any],
+    timeout_s: float,
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+) -> Any:
+    """The gang's worker: build this rank's mesh, run ``fn`` on it, close it."""
+    mesh: Mesh
+    if kind == "zmq":
+        from strata.engine.mesh.zmq_mesh import ZmqMesh
+
+        mesh = ZmqMesh.from_gang(ctx, timeout_s=timeout_s)
+    else:
+        from strata.engine.mesh.torch_mesh import TorchMesh
+
+        mesh = TorchMesh(ctx, timeout_s=timeout_s)
+    try:
+        return fn(mesh, *args, **kwargs)
+    finally:
+        mesh.close()
 
 
 def _demo_total(mesh: Mesh) -> int:
