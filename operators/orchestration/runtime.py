@@ -298,6 +298,9 @@ def run_batch(
         res = read_value(store.rows[store.locate(pk)], pv) if reads else pv[:0, :0]
         out[s] = [np.ascontiguousarray(res)]
         c.results_sent += res.shape[0]
+    if not reads:  # UPDATE and RMW never pull and return nothing: one round
+        _apply(store, kind, op, pending)
+        return BatchOutcome(None, c, plan)
     _answer_pulls(store, requests, fanout, out, c)
 
     # ---- round 2 (+ tree forwards): results and copies

@@ -8,6 +8,7 @@ import pytest
 from strata.engine.mesh.base import Mesh
 from strata.engine.mesh.sim import run_sim
 from strata.operators.orchestration import HashPush, PullAll, PushPull
+from strata.operators.orchestration.cost_model import model_counts, run_counts
 from strata.operators.orchestration.plan import Strategy, TaskKind
 from strata.operators.orchestration.runtime import (
     Batch,
@@ -131,3 +132,40 @@ def test_rounds_are_deterministic() -> None:
     for x, y in zip(a, b, strict=True):
         assert x["rows"].tobytes() == y["rows"].tobytes()
         assert x["results"][0].tobytes() == y["results"][0].tobytes()
+
+
+def one_batch(
+    mesh: Mesh, kind: TaskKind, strategy: Strategy, n_tasks: int, seed: int
+) -> tuple[Any, Any, Any]:
+    store = KeyValueStore(N_KEYS, WIDTH, TW, mesh.rank, mesh.size)
+    keys, pay = workload(n_tasks, seed=seed)
+    sl = rank_slice(n_tasks, mesh.rank, mesh.size)
+    out = run_batch(mesh, store, Batch(kind, keys[sl], pay[sl]), strategy)
+    return out.counters, mesh.stats, out.plan
+
+
+@pytest.mark.parametrize("kind", ["read", "update", "rmw", "read_update"])
+@pytest.mark.parametrize(
+    "strategy",
+    [PushPull(k=2), PushPull(k=2, fanout=2), HashPush(), HashPush(True), PullAll()],
+    ids=lambda s: s.name,
+)
+def test_cost_model_agrees_with_a_run(kind: TaskKind, strategy: Strategy) -> None:
+    for size in (2, 4):
+        per_rank = run_sim(one_batch, size, kind, strategy, 1500, 3)
+        counters = [r[0] for r in per_rank]
+        real = run_counts(counters, [r[1] for r in per_rank])
+        reads = kind in ("read", "read_update")
+        model = model_counts(
+            [r[2] for r in per_rank],
+            data_bytes=8 * WIDTH,
+            task_bytes=8 * TW,
+            result_bytes=8 * TW if reads else 0,
+        )
+        assert model.tasks.tolist() == real.tasks.tolist()
+        assert model.bytes.tolist() == real.bytes.tolist()
+        assert model.frames.tolist() == real.frames.tolist()
+        assert model.copies.tolist() == real.copies.tolist()
+        assert model.requests.tolist() == real.requests.tolist()
+        assert model.max_copies_per_key.tolist() == real.max_copies_per_key.tolist()
+        assert model.rounds == real.rounds
