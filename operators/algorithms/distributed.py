@@ -44,7 +44,8 @@ class RankLoad:
     """One rank's load over the supersteps (setup excluded).
 
     ``tasks``: edge tasks run + updates applied + pulled values served (the cost
-    model's unit); ``busy_s``: CPU seconds of the rank's thread.
+    model's unit); ``busy_s``: CPU seconds of the rank's thread; ``wall_s``: its
+    wall seconds (waits for peers included).
     """
 
     rank: int
@@ -53,6 +54,7 @@ class RankLoad:
     frames_sent: int
     bytes_received: int
     busy_s: float
+    wall_s: float
     pulled: int
 
 
@@ -98,6 +100,11 @@ class DistributedReport:
         """The busiest rank's CPU seconds."""
         return max(r.busy_s for r in self.ranks)
 
+    @property
+    def max_wall_s(self) -> float:
+        """The slowest rank's wall seconds over the supersteps (start-up excluded)."""
+        return max(r.wall_s for r in self.ranks)
+
     def to_dict(self) -> dict[str, Any]:
         """A JSON-able dict (the ``strata algo`` report), summaries included."""
         out = asdict(self)
@@ -108,6 +115,7 @@ class DistributedReport:
             total_bytes=self.total_bytes,
             bytes_max_mean=self.bytes_max_mean,
             max_busy_s=self.max_busy_s,
+            max_wall_s=self.max_wall_s,
         )
         return out
 
@@ -229,6 +237,7 @@ def run_distributed(
                 r.frames_sent,
                 r.bytes_received,
                 r.busy_s,
+                r.wall_s,
                 r.pulled,
             )
             for r in results

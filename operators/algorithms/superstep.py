@@ -76,6 +76,7 @@ class RankResult:
     frames_sent: int = 0
     bytes_received: int = 0
     busy_s: float = 0.0
+    wall_s: float = 0.0
     pulled: int = 0
     superstep_tasks: list[int] = field(default_factory=list)
 
@@ -327,12 +328,13 @@ def rank_main(
         mesh.rank, part.own, np.empty(0), 0, pulled=int(part.pull_ptr[-1])
     )
     sent0, frames0, received0 = _stats(mesh)
-    busy0 = time.thread_time()
+    busy0, wall0 = time.thread_time(), time.perf_counter()
     if algorithm == "pagerank":
         values = _pagerank(mesh, wiring, params, result)
     else:
         values = _propagate(mesh, wiring, algorithm, params, result)
     result.busy_s = time.thread_time() - busy0
+    result.wall_s = time.perf_counter() - wall0
     sent, frames, received = _stats(mesh)
     result.bytes_sent, result.frames_sent = sent - sent0, frames - frames0
     result.bytes_received = received - received0
