@@ -90,19 +90,24 @@ def _rank_main(
     kwargs: dict[str, Any],
 ) -> Any:
     """The gang's worker: build this rank's mesh, run ``fn`` on it, close it."""
-    mesh: Mesh
-    if kind == "zmq":
-        from strata.engine.mesh.zmq_mesh import ZmqMesh
+    from strata.engine.mesh.torch_mesh import TorchMesh
+    from strata.engine.mesh.zmq_mesh import ZmqMesh
 
+    mesh: ZmqMesh | TorchMesh
+    if kind == "zmq":
         mesh = ZmqMesh.from_gang(ctx, timeout_s=timeout_s)
     else:
-        from strata.engine.mesh.torch_mesh import TorchMesh
-
         mesh = TorchMesh(ctx, timeout_s=timeout_s)
     try:
-        return fn(mesh, *args, **kwargs)
+        result = fn(mesh, *args, **kwargs)
+    except BaseException:
+        # The gang stops every rank now: do not wait for peers to read.
+        if isinstance(mesh, ZmqMesh):
+            mesh.close(linger_s=0.0)
+        raise
     finally:
         mesh.close()
+    return result
 
 
 def _demo_total(mesh: Mesh) -> int:

@@ -107,6 +107,7 @@ class ZmqMesh:
         self._early: dict[Tag, list[tuple[int, Any]]] = {}
         self.early_kept = 0  # how many messages were kept for a later round
         self._closed = False
+        self._failed = False  # a round failed: close without waiting for peers
         self._context = zmq.Context(io_threads=1)
         self._inbox: Any = self._context.socket(zmq.ROUTER)
         self._outboxes: dict[int, Any] = {}
@@ -226,7 +227,11 @@ class ZmqMesh:
         if self._closed:
             raise self._error(tag, "an open mesh end", "this end was closed")
         self._last = tag
-        return _Round(self, outgoing, tag).run()
+        try:
+            return _Round(self, outgoing, tag).run()
+        except BaseException:
+            self._failed = True
+            raise
 
     def allreduce(self, value: np.ndarray, op: MeshOp, tag: Tag) -> np.ndarray:
         """Combine ``value`` over ranks, folded in rank order (identical everywhere)."""
@@ -238,16 +243,25 @@ class ZmqMesh:
         """Return once every rank reached the barrier ``tag``."""
         self.exchange([[] for _ in range(self._size)], tag)
 
-    def close(self) -> None:
-        """Flush what peers have not read yet (up to the deadline), then close."""
+    def close(self, linger_s: float | None = None) -> None:
+        """Flush what peers have not read yet, then close (idempotent).
+
+        Args:
+            linger_s: How long to wait for peers to take queued messages: by
+                default the round deadline, and 0 after a failed round (a dead
+                peer never takes them).
+        """
         if not self._closed:
             self._closed = True
-            self._drop()
+            if linger_s is None and self._failed:
+                linger_s = 0.0
+            self._drop(linger_s)
 
-    def _drop(self) -> None:
+    def _drop(self, linger_s: float | None = 0.0) -> None:
         self._inbox.close(linger=0)
+        linger_ms = None if linger_s is None else int(linger_s * 1000)
         for outbox in self._outboxes.values():
-            outbox.close()
+            outbox.close(linger=linger_ms)
         self._context.term()
 
     def _error(self, tag: Tag, expected: str, got: str, hint: str = "") -> MeshError:
@@ -260,7 +274,7 @@ class ZmqMesh:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self.close()
+        self.close(None if exc[0] is None else 0.0)
 
     def __repr__(self) -> str:
         return (
