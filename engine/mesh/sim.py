@@ -45,39 +45,60 @@ import numpy as np
 
 from strata.engine.errors import format_where
 from strata.engine.mesh.base import MeshError, MeshOp, MeshStats, Tag
-from strata.engine.mesh.wire import check_outgoing, check_tag, fold, round_cost
+from strata.engine.mesh.wire import (
+    END_BYTES,
+    check_outgoing,
+    check_tag,
+    fold,
+    round_cost,
+)
 
 #: Default deadline of one round, in seconds.
 DEFAULT_TIMEOUT_S = 300.0
 
 
 class _Hub:
-    """The rendezvous shared by a group's ends: posted lists, a generation count."""
+    """The rendezvous shared by a group's ends: inboxes and a generation count.
+
+    A sender appends ``(sender, arrays, messages, bytes)`` to each non-empty
+    receiver's inbox, so a round costs every rank work in proportion to the
+    peers it really talks to, not to P (empty messages are counted in bulk).
+    """
 
     def __init__(self, size: int, timeout_s: float) -> None:
         self.size = size
         self.timeout_s = timeout_s
-        # Two slots alternate by round: a rank can be at most one round ahead of
-        # the slowest reader (it cannot pass the next rendezvous alone).
-        self.posted: list[list[Any]] = [[None] * size, [None] * size]
-        self.costs: list[list[Any]] = [[None] * size, [None] * size]
-        self.tags: list[list[Tag | None]] = [[None] * size, [None] * size]
+        # Two sets of inboxes alternate by round: a rank can be at most one
+        # round ahead of the slowest reader (it cannot pass the next meeting
+        # alone), and a reader empties its inbox before it arrives at the next.
+        self.inboxes: list[list[list[tuple[int, list[np.ndarray], int, int]]]] = [
+            [[] for _ in range(size)] for _ in range(2)
+        ]
         self._cond = threading.Condition()
-        self._arrived = 0
+        self._arrived: list[int] = []
+        self._tag: Tag | None = None
         self._generation = 0
         self._broken = False
         self.failure: tuple[int, str, BaseException | None] | None = None
         self.left: list[int] = []  # in the order the ranks left
+        self.missing: list[int] = []  # who had not arrived when a round timed out
 
-    def meet(self) -> bool:
+    def meet(self, rank: int, tag: Tag) -> bool:
         """Wait until every rank arrived; ``False`` if the group broke or timed out."""
         with self._cond:
             if self._broken:
                 return False
+            if not self._arrived:
+                self._tag = tag
+            elif tag != self._tag:
+                first, used = self._arrived[0], tuple(self._tag or ())
+                what = f"used tag {tuple(tag)} while rank {first} used {used}"
+                self._fail(rank, what + " (every rank must make the same rounds)")
+                return False
             generation = self._generation
-            self._arrived += 1
-            if self._arrived == self.size:
-                self._arrived = 0
+            self._arrived.append(rank)
+            if len(self._arrived) == self.size:
+                self._arrived = []
                 self._generation += 1
                 self._cond.notify_all()
                 return True
@@ -87,17 +108,23 @@ class _Hub:
             )
             if self._generation != generation:
                 return True
-            self._broken = True
-            self._cond.notify_all()
+            if not self._broken:  # the deadline passed: name who is missing
+                here = set(self._arrived)
+                self.missing = [r for r in range(self.size) if r not in here]
+                self._broken = True
+                self._cond.notify_all()
             return False
 
     def fail(self, rank: int, what: str, error: BaseException | None) -> None:
         """Record the first failure and break every round in progress or to come."""
         with self._cond:
-            if self.failure is None:
-                self.failure = (rank, what, error)
-            self._broken = True
-            self._cond.notify_all()
+            self._fail(rank, what, error)
+
+    def _fail(self, rank: int, what: str, error: BaseException | None = None) -> None:
+        if self.failure is None:
+            self.failure = (rank, what, error)
+        self._broken = True
+        self._cond.notify_all()
 
     def leave(self, rank: int) -> None:
         """Rank ``rank`` makes no more rounds: a round waiting for it cannot end."""
@@ -168,40 +195,44 @@ class SimMesh:
         if self._closed:
             raise self._error(tag, "an open mesh end", "this end was closed")
         self._last = tag
-        hub, me, stats = self._hub, self._rank, self._stats
-        slot = self._rounds & 1
+        hub, me, stats, size = self._hub, self._rank, self._stats, self.size
+        inboxes = hub.inboxes[self._rounds & 1]
         self._rounds += 1
-        posted = [list(arrays) for arrays in outgoing]
-        costs = [round_cost(arrays) for arrays in posted]
-        for peer, (messages, nbytes) in enumerate(costs):
-            if peer != me:
+        talked = 0
+        for peer, arrays in enumerate(outgoing):
+            if arrays and peer != me:
+                posted = list(arrays)
+                messages, nbytes = round_cost(posted)
+                inboxes[peer].append((me, posted, messages, nbytes))
                 stats.frames_sent += messages
                 stats.bytes_sent += nbytes
                 stats.sent_to[peer] = stats.sent_to.get(peer, 0) + nbytes
-        hub.posted[slot][me] = posted
-        hub.costs[slot][me] = costs
-        hub.tags[slot][me] = tag
+                talked += 1
+        # Every other peer gets a bare end-of-round marker.
+        quiet = size - 1 - talked
+        stats.frames_sent += quiet
+        stats.bytes_sent += quiet * END_BYTES
+        if quiet:
+            for peer, arrays in enumerate(outgoing):
+                if not arrays and peer != me:
+                    stats.sent_to[peer] = stats.sent_to.get(peer, 0) + END_BYTES
         start = time.perf_counter()
-        met = hub.meet()
+        met = hub.meet(me, tag)
         stats.wait_s += time.perf_counter() - start
         stats.rounds += 1
         if not met:
-            raise self._broken(tag, slot)
-        incoming: list[list[np.ndarray]] = []
-        for peer in range(self.size):
-            if hub.tags[slot][peer] != tag:
-                error = self._error(
-                    tag,
-                    "the same tag on every rank",
-                    f"{tuple(hub.tags[slot][peer] or ())} from rank {peer}",
-                )
-                hub.fail(me, str(error), None)
-                raise error
-            incoming.append([_read_only(a) for a in hub.posted[slot][peer][me]])
-            if peer != me:
-                messages, nbytes = hub.costs[slot][peer][me]
-                stats.frames_received += messages
-                stats.bytes_received += nbytes
+            raise self._broken(tag)
+        incoming: list[list[np.ndarray]] = [[] for _ in range(size)]
+        incoming[me] = [_read_only(a) for a in outgoing[me]]
+        inbox = inboxes[me]
+        inboxes[me] = []
+        for sender, posted, messages, nbytes in inbox:
+            incoming[sender] = [_read_only(a) for a in posted]
+            stats.frames_received += messages
+            stats.bytes_received += nbytes
+        quiet = size - 1 - len(inbox)
+        stats.frames_received += quiet
+        stats.bytes_received += quiet * END_BYTES
         return incoming
 
     def allreduce(self, value: np.ndarray, op: MeshOp, tag: Tag) -> np.ndarray:
@@ -220,7 +251,7 @@ class SimMesh:
             self._closed = True
             self._hub.leave(self._rank)
 
-    def _broken(self, tag: Tag, slot: int) -> MeshError:
+    def _broken(self, tag: Tag) -> MeshError:
         hub = self._hub
         if hub.failure is not None:
             rank, what, _ = hub.failure
@@ -233,11 +264,10 @@ class SimMesh:
                 f"rank {first} returned or closed its end",
                 "every rank must make the same rounds",
             )
-        missing = [r for r in range(self.size) if hub.tags[slot][r] != tag]
         return self._error(
             tag,
             f"every rank within {hub.timeout_s:g} s",
-            f"rank(s) {missing} did not arrive",
+            f"rank(s) {hub.missing} did not arrive",
         )
 
     def _error(self, tag: Tag, expected: str, got: str, hint: str = "") -> MeshError:

@@ -171,7 +171,9 @@ def _late(mesh: SimMesh) -> None:
 
 
 def test_sim_checks_tags_and_inputs() -> None:
-    with pytest.raises(MeshError, match="the same tag on every rank"):
+    with pytest.raises(
+        MeshError, match=r"used tag \(0, [01]\) while rank [01] used \(0, [01]\)"
+    ):
         run_sim(_mismatched_tags, 2)
     (end,) = SimMesh.group(1)
     end.barrier(Tag(0, 5))
