@@ -45,7 +45,9 @@ class RankLoad:
 
     ``tasks``: edge tasks run + updates applied + pulled values served (the cost
     model's unit); ``busy_s``: CPU seconds of the rank's thread; ``wall_s``: its
-    wall seconds (waits for peers included).
+    wall seconds (waits for peers included); ``process_s``: CPU seconds of the
+    rank's whole process (the mesh's I/O threads included; meaningful when each
+    rank has its own process, as on the zmq and torch meshes).
     """
 
     rank: int
@@ -55,6 +57,7 @@ class RankLoad:
     bytes_received: int
     busy_s: float
     wall_s: float
+    process_s: float
     pulled: int
 
 
@@ -105,6 +108,11 @@ class DistributedReport:
         """The slowest rank's wall seconds over the supersteps (start-up excluded)."""
         return max(r.wall_s for r in self.ranks)
 
+    @property
+    def max_process_s(self) -> float:
+        """The busiest rank's process CPU seconds (one process per rank meshes)."""
+        return max(r.process_s for r in self.ranks)
+
     def to_dict(self) -> dict[str, Any]:
         """A JSON-able dict (the ``strata algo`` report), summaries included."""
         out = asdict(self)
@@ -116,6 +124,7 @@ class DistributedReport:
             bytes_max_mean=self.bytes_max_mean,
             max_busy_s=self.max_busy_s,
             max_wall_s=self.max_wall_s,
+            max_process_s=self.max_process_s,
         )
         return out
 
@@ -238,6 +247,7 @@ def run_distributed(
                 r.bytes_received,
                 r.busy_s,
                 r.wall_s,
+                r.process_s,
                 r.pulled,
             )
             for r in results

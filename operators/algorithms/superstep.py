@@ -77,6 +77,7 @@ class RankResult:
     bytes_received: int = 0
     busy_s: float = 0.0
     wall_s: float = 0.0
+    process_s: float = 0.0
     pulled: int = 0
     superstep_tasks: list[int] = field(default_factory=list)
 
@@ -328,13 +329,18 @@ def rank_main(
         mesh.rank, part.own, np.empty(0), 0, pulled=int(part.pull_ptr[-1])
     )
     sent0, frames0, received0 = _stats(mesh)
-    busy0, wall0 = time.thread_time(), time.perf_counter()
+    busy0, wall0, process0 = (
+        time.thread_time(),
+        time.perf_counter(),
+        time.process_time(),
+    )
     if algorithm == "pagerank":
         values = _pagerank(mesh, wiring, params, result)
     else:
         values = _propagate(mesh, wiring, algorithm, params, result)
     result.busy_s = time.thread_time() - busy0
     result.wall_s = time.perf_counter() - wall0
+    result.process_s = time.process_time() - process0
     sent, frames, received = _stats(mesh)
     result.bytes_sent, result.frames_sent = sent - sent0, frames - frames0
     result.bytes_received = received - received0
