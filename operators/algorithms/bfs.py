@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import time
 
-from strata.operators.algorithms._graph import check_source
+from strata.operators.algorithms._graph import check_source, unsigned
 from strata.operators.algorithms.kernels import bfs_run
 from strata.operators.algorithms.result import AlgorithmResult
 from strata.storage import CSRGraph
@@ -45,6 +45,6 @@ def bfs(graph: CSRGraph, source: int) -> AlgorithmResult:
     """
     source = check_source(graph, source, "bfs")
     start = time.perf_counter()
-    dist, levels = bfs_run(graph.indptr, graph.indices, source)
+    dist, levels = bfs_run(graph.indptr, unsigned(graph.indices), source)
     seconds = time.perf_counter() - start
     return AlgorithmResult("bfs", dist, levels, seconds, {"source": source})

@@ -27,6 +27,7 @@ import time
 
 import numpy as np
 
+from strata.operators.algorithms._graph import unsigned
 from strata.operators.algorithms.kernels import components_run
 from strata.operators.algorithms.result import AlgorithmResult
 from strata.storage import CSRGraph
@@ -42,7 +43,7 @@ def connected_components(graph: CSRGraph) -> AlgorithmResult:
         The labels; ``extra["components"]`` counts the components.
     """
     start = time.perf_counter()
-    labels = components_run(graph.indptr, graph.indices)
+    labels = components_run(graph.indptr, unsigned(graph.indices))
     seconds = time.perf_counter() - start
     count = int(np.count_nonzero(labels == np.arange(labels.shape[0])))
     return AlgorithmResult("cc", labels, 1, seconds, {"components": count})

@@ -37,9 +37,10 @@ from __future__ import annotations
 
 import time
 
+import numba
 import numpy as np
 
-from strata.operators.algorithms._graph import without_duplicates
+from strata.operators.algorithms._graph import unsigned, without_duplicates
 from strata.operators.algorithms.errors import AlgorithmError
 from strata.operators.algorithms.kernels import pagerank_run
 from strata.operators.algorithms.result import AlgorithmResult
@@ -99,10 +100,20 @@ def pagerank(
     inverse = simple.csc()
     inv_outdeg = inverse_out_degree(simple)
     stop = -1.0 if tol is None else n * tol
+    previous = numba.get_parallel_chunksize()
+    numba.set_parallel_chunksize(1)  # see pagerank_run: dynamic block hand-out
     start = time.perf_counter()
-    rank, done, change = pagerank_run(
-        inverse.indptr, inverse.indices, inv_outdeg, float(damping), cap, stop
-    )
+    try:
+        rank, done, change = pagerank_run(
+            inverse.indptr,
+            unsigned(inverse.indices),
+            inv_outdeg,
+            float(damping),
+            cap,
+            stop,
+        )
+    finally:
+        numba.set_parallel_chunksize(previous)
     seconds = time.perf_counter() - start
     extra = {
         "converged": tol is None or change < stop,

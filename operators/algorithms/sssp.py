@@ -32,7 +32,7 @@ import time
 
 import numpy as np
 
-from strata.operators.algorithms._graph import check_source, edge_weights
+from strata.operators.algorithms._graph import check_source, edge_weights, unsigned
 from strata.operators.algorithms.kernels import dijkstra_run
 from strata.operators.algorithms.result import AlgorithmResult
 from strata.storage import CSRGraph
@@ -63,6 +63,6 @@ def sssp(
     source = check_source(graph, source, "sssp")
     w = edge_weights(graph, weights, "sssp", node_ids)
     start = time.perf_counter()
-    dist, settled = dijkstra_run(graph.indptr, graph.indices, w, source)
+    dist, settled = dijkstra_run(graph.indptr, unsigned(graph.indices), w, source)
     seconds = time.perf_counter() - start
     return AlgorithmResult("sssp", dist, settled, seconds, {"source": source})
