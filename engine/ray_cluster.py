@@ -61,6 +61,9 @@ def connect(address: str | None = None, *, num_cpus: int | None = None) -> Modul
     ray = require_ray()
     if ray.is_initialized():
         return ray
+    # Ray would replace builtins.print with its progress-bar-safe print in this
+    # process: a library must not change the caller's print.
+    os.environ.setdefault("RAY_TQDM_PATCH_PRINT", "0")
     address = address or os.environ.get(ADDRESS_ENV) or os.environ.get("RAY_ADDRESS")
     try:
         ray.init(

@@ -148,7 +148,7 @@ CASES = [
     case("run-missing-job", "run no/such/job.py", 2, "JOB", "'no/such/job.py'"),
     case("run-missing-module", "run no_such_job_module", 2, "'no_such_job_module'"),
     case("run-job-is-dir", "run {tmp}", 2, "JOB", "is a directory"),
-    case("run-executor", f"run {EXAMPLE} --executor ray", 2, "--executor", "'ray'"),
+    case("run-executor", f"run {EXAMPLE} --executor spark", 2, "--executor", "'spark'"),
     case(
         "run-degree-negative-edges",
         "run jobs/degree_stats.py --quiet --set num_edges=-5",

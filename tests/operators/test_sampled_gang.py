@@ -29,6 +29,7 @@ from strata.operators.trainers.sampled import (
     SampledTrainer,
     SamplingConfig,
 )
+from tests.engine.conftest import worker_processes
 
 pytestmark = pytest.mark.multiprocess
 
@@ -177,16 +178,13 @@ def _kill_later(find: Any, delay_s: float) -> threading.Thread:
 
 
 def _descendants() -> list[psutil.Process]:
-    """This process's children, but the engine's long-lived fork server."""
+    """This process's children, but the fork server's and the test run's Ray's."""
     found = []
-    for proc in psutil.Process().children(recursive=True):
+    for pid in worker_processes():  # the session's long-lived helpers left out
         try:
-            cmdline = " ".join(proc.cmdline())
+            found.append(psutil.Process(pid))
         except psutil.Error:
             continue
-        if "forkserver" in cmdline or "resource_tracker" in cmdline:
-            continue  # started once per test session, by design
-        found.append(proc)
     return found
 
 
