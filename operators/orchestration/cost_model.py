@@ -9,7 +9,7 @@ tasks, items and payload bytes agree exactly (tested).
 
 Bytes are payload bytes (array data; frame headers are in ``frames``): a pushed
 task or delta carries its key (8) and payload (T), a result R, a request its key
-(8), a copy D; tree copies add the key, R and the R member ranks (8 each).
+(8), a copy D; a tree copy adds its key and a bitmap of the requesters (P bits).
 
 >>> import numpy as np
 >>> from strata.operators.orchestration.plan import HashPush
@@ -156,14 +156,14 @@ def model_counts(
             node = np.arange(hk.size) - tg.starts[tg.inverse] + 1
             f = fanout or 1
             kids = np.clip(big_r + 1 - (node * f + 1), 0, f)
-            item_b = d_b + 16 + 8 * big_r
+            item_b = d_b + 8 + (size + 7) // 8  # key, row, member bitmap
             np.add.at(copies, hr, kids)
             np.add.at(sent, hr, kids * item_b)
             np.maximum.at(maxc, hr, kids)
             root_kids = np.minimum(tg.counts, f)
             owner_of = ho[tg.starts]
             np.add.at(copies, owner_of, root_kids)
-            np.add.at(sent, owner_of, root_kids * (d_b + 16 + 8 * tg.counts))
+            np.add.at(sent, owner_of, root_kids * (d_b + 8 + (size + 7) // 8))
             np.maximum.at(maxc, owner_of, root_kids)
         if kind == "read_update":
             parent = own.copy()

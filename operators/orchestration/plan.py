@@ -157,18 +157,26 @@ def break_even_k(
     result_bytes: int,
     header_bytes: int = 16,
     k_max: int = 1 << 20,
+    *,
+    exact: bool = False,
 ) -> int:
     """The push/pull threshold ``K = ceil((D + H) / (T + R))``, clamped to [1, k_max].
 
     Pushing a group of c tasks costs ``c (T + R)`` bytes, pulling costs ``D + H``;
-    groups larger than K are cheaper to pull.
+    groups larger than K are cheaper to pull. ``exact=True`` gives the largest
+    group that is strictly no dearer to push, ``floor((D + H) / (T + R))``, which
+    may be 0 (pull every remote group: data smaller than a task and its result).
 
     >>> break_even_k(64, 8, 8), break_even_k(8, 8, 8, header_bytes=0)
     (5, 1)
+    >>> break_even_k(8, 16, 8, header_bytes=8, exact=True)
+    0
     """
     per_task = task_bytes + result_bytes
     if per_task <= 0:
         return k_max
+    if exact:
+        return min(k_max, (data_bytes + header_bytes) // per_task)
     k = math.ceil((data_bytes + header_bytes) / per_task)
     return max(1, min(k_max, k))
 
@@ -326,7 +334,8 @@ class PushPull:
     """TD-Orch push-pull: push groups of at most K tasks, pull larger ones.
 
     Attributes:
-        k: The threshold, or ``"auto"`` for :func:`break_even_k` of the batch's sizes.
+        k: The threshold, or ``"auto"`` for :func:`break_even_k` of the batch's
+            sizes (spec: ceil, at least 1), or ``"exact"`` for its floor (may be 0).
         fanout: F of the hot-key tree: a key pulled by more than F ranks is
             forwarded down an F-ary tree (tdorch.md §4).
         count_round: Reserved for the optional count round (tdorch.md §3); only
@@ -337,7 +346,7 @@ class PushPull:
     5
     """
 
-    k: int | Literal["auto"] = "auto"
+    k: int | Literal["auto", "exact"] = "auto"
     fanout: int = 16
     count_round: bool = False
 
@@ -362,8 +371,11 @@ class PushPull:
         """Plan this rank's tasks (see :class:`Strategy`)."""
         if self.count_round:
             raise NotImplementedError("the count round is not implemented")
-        if self.k == "auto":
-            k = break_even_k(data_bytes, task_bytes, result_bytes, header_bytes)
+        if self.k in ("auto", "exact"):
+            k = break_even_k(
+                data_bytes, task_bytes, result_bytes, header_bytes,
+                exact=self.k == "exact",
+            )  # fmt: skip
         else:
             k = int(self.k)
         return _plan(keys, owners, rank, size, kind, k, kind == "update", self.fanout)

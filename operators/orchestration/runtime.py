@@ -79,6 +79,23 @@ def read_value(rows: FloatArray, payloads: FloatArray) -> FloatArray:
     return np.asarray(rows[:, :t] * payloads + rows[:, rows.shape[1] - t :])
 
 
+def wire_sizes(width: int, task_width: int, reads: bool) -> dict[str, int]:
+    """The byte sizes the planner's break-even K sees, as :func:`run_batch` sends them.
+
+    A pushed task carries its key and payload, a result ``task_width`` values, a
+    pull request one key, a copy the row.
+
+    >>> wire_sizes(8, 1, True)
+    {'data_bytes': 64, 'task_bytes': 16, 'result_bytes': 8, 'header_bytes': 8}
+    """
+    return {
+        "data_bytes": 8 * width,
+        "task_bytes": 8 + 8 * task_width,
+        "result_bytes": 8 * task_width if reads else 0,
+        "header_bytes": 8,
+    }
+
+
 class KeyValueStore:
     """One rank's share of ``n_keys`` fixed-width float64 rows.
 
@@ -232,9 +249,13 @@ def run_batch(
     pay = np.asarray(batch.payloads, dtype=np.float64).reshape(keys.size, tw)
     reads = kind in ("read", "read_update")
     plan = strategy.plan(
-        keys, store.owners(keys), rank, size, kind,
-        data_bytes=8 * width, task_bytes=8 * tw, result_bytes=8 * tw if reads else 0,
-    )  # fmt: skip
+        keys,
+        store.owners(keys),
+        rank,
+        size,
+        kind,
+        **wire_sizes(width, tw, reads),
+    )
     c = Counters()
     ex = _Exchange(mesh, superstep, c)
     g, d = plan.groups, plan.decision
@@ -315,12 +336,12 @@ def run_batch(
         asked = asked_by_peer[p]
         if direct.shape[0]:
             copy_rows[asked[pos] if pos.size else asked] = direct
-    received = _received(incoming, rank)
+    received = _received(incoming, rank, 3)
     mine = [received]
     for _ in range(depth - 1):
         out = [[] for _ in range(size)]
         _send_down(received, received.node, fanout or 1, out, c)
-        received = _received(ex(out), rank)
+        received = _received(ex(out), rank, 0)
         mine.append(received)
     for items in mine:
         if items.keys.size:
@@ -363,34 +384,49 @@ def _segments(starts: IntArray, counts: IntArray) -> IntArray:
     return np.repeat(starts - offs, counts) + np.arange(total, dtype=np.int64)
 
 
-def _received(incoming: Sequence[Sequence[np.ndarray]], rank: int) -> _Items:
-    """The tree items (last 4 arrays of each peer's message) and our node in each."""
-    parts = [m[-4:] for p, m in enumerate(incoming) if p != rank and len(m) >= 4]
+def _received(
+    incoming: Sequence[Sequence[np.ndarray]], rank: int, start: int
+) -> _Items:
+    """Tree items (``[keys, rows, member bitmaps]`` at ``start`` of each message).
+
+    A copy carries its tree's requesters as a bitmap of ranks (``ceil(P / 8)``
+    bytes); every node rebuilds the tree order from it with ``hash(k, rank)``.
+    """
+    parts = [m[start : start + 3] for p, m in enumerate(incoming) if p != rank]
+    parts = [part for part in parts if len(part) == 3]
     if not parts:
         return _Items(_EMPTY_I, np.zeros((0, 0)), _EMPTY_I, _EMPTY_I, _EMPTY_I)
     keys = np.concatenate([p[0] for p in parts]).astype(np.int64)
     rows = np.concatenate([p[1] for p in parts])
-    counts = np.concatenate([p[2] for p in parts]).astype(np.int64)
-    members = np.concatenate([p[3] for p in parts]).astype(np.int64)
-    seg = np.repeat(np.arange(keys.size), counts)
+    bits = np.concatenate([p[2] for p in parts])
+    by_key = np.argsort(keys, kind="stable")  # a rank holds one copy of a key
+    keys, rows, bits = keys[by_key], rows[by_key], bits[by_key]
+    item, member = np.nonzero(np.unpackbits(bits, axis=1))
+    perm = tree_members(keys[item], member)  # by key (= item), then tree order
+    members = member[perm].astype(np.int64)
+    counts = np.bincount(item, minlength=keys.size).astype(np.int64)
     hit = np.flatnonzero(members == rank)
     node = np.zeros(keys.size, np.int64)
-    node[seg[hit]] = hit - (np.cumsum(counts) - counts)[seg[hit]] + 1
+    seg = item[perm][hit]
+    node[seg] = hit - (np.cumsum(counts) - counts)[seg] + 1
     return _Items(keys, rows, counts, members, node)
 
 
 def _send_down(
     items: _Items, node: IntArray, fanout: int, out: list[list[np.ndarray]], c: Counters
 ) -> None:
-    """Send each item's copy to the children of ``node`` (4 arrays to every peer)."""
+    """Send each item's copy to the children of ``node`` (3 arrays to such peers)."""
+    size = len(out)
     which, child = children(node, items.counts + 1, fanout)
     dest = items.members[items.starts[which] + child - 1]
-    for p, sel in enumerate(_split(dest, len(out))):
+    for p, sel in enumerate(_split(dest, size)):
         if not sel.size:
             continue  # no tree arrays for this peer (a rank is never its own child)
         w = which[sel]
-        members = items.members[_segments(items.starts[w], items.counts[w])]
-        out[p].extend([items.keys[w], items.rows[w], items.counts[w], members])
+        bits = np.zeros((w.size, size), np.bool_)
+        at = np.repeat(np.arange(w.size), items.counts[w])
+        bits[at, items.members[_segments(items.starts[w], items.counts[w])]] = True
+        out[p].extend([items.keys[w], items.rows[w], np.packbits(bits, axis=1)])
     c.copies_sent += int(dest.size)
     if which.size:
         c.max_copies_per_key = max(c.max_copies_per_key, int(np.bincount(which).max()))
@@ -406,7 +442,8 @@ def _answer_pulls(
     """Owner: a copy for each pull; keys asked by more than F ranks go down a tree.
 
     Each peer's message gets ``[direct rows, their positions in its request
-    list (empty: all, in order), tree keys, rows, counts, members]``.
+    list (empty: all, in order)]`` and, if it is a tree child, ``[keys, rows,
+    member bitmaps]``.
     """
     size, rank = store.size, store.rank
     every = np.concatenate(requests)
