@@ -50,6 +50,11 @@ COMMANDS: list[Command] = [
         add_help=False,  # its --help lists the job's parameters too
     ),
     LazyCommand(
+        "algo",
+        "PageRank, BFS, SSSP or connected components of a graph",
+        "strata.operators.cli.algo:AlgoCommand",
+    ),
+    LazyCommand(
         "plot",
         "draw a run report's curves, or a benchmark JSON's bars (matplotlib)",
         "strata.operators.cli.plot:PlotCommand",
