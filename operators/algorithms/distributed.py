@@ -18,7 +18,7 @@ started inside the step), so a pipeline gives the same values on every executor.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
@@ -34,6 +34,7 @@ from strata.operators.algorithms.superstep import (
     RankResult,
     rank_main,
 )
+from strata.operators.io.datasets import dataset_from_payload
 from strata.storage.csr import CSRGraph
 
 MeshKind = Literal["sim", "zmq", "torch"]
@@ -256,8 +257,23 @@ def run_distributed(
     return assemble(algorithm, graph.num_nodes, results), report
 
 
+def graph_of(graph: CSRGraph | Mapping[str, Any]) -> CSRGraph:
+    """A CSRGraph, or the graph of a dataset payload (with ``edge_weight`` if present).
+
+    Payloads (:func:`strata.operators.io.datasets.dataset_payload`) are how a graph
+    crosses the process and Ray executors.
+    """
+    if isinstance(graph, CSRGraph):
+        return graph
+    g = dataset_from_payload(graph).graph
+    weight = graph.get("edge_weight")
+    if weight is None:
+        return g
+    return CSRGraph(g.indptr, g.indices, g.num_nodes, edge_weight=np.asarray(weight))
+
+
 def distributed_step(
-    graph: CSRGraph,
+    graph: CSRGraph | Mapping[str, Any],
     *,
     algorithm: str,
     workers: int,
@@ -265,11 +281,12 @@ def distributed_step(
     mesh: MeshKind = "sim",
     **params: Any,
 ) -> dict[str, Any]:
-    """A batch step: run :func:`run_distributed` inside the step.
+    """A batch step: :func:`run_distributed` inside the step (the mesh starts there).
 
-    Returns ``{"values": array by vertex id, "report": report dict}``.
+    ``graph`` is a CSRGraph or a dataset payload (what crosses executors). Returns
+    ``{"values": array by internal vertex id, "report": the report's dict}``.
     """
     values, report = run_distributed(
-        algorithm, graph, workers, placement, mesh=mesh, **params
+        algorithm, graph_of(graph), workers, placement, mesh=mesh, **params
     )
     return {"values": values, "report": report.to_dict()}
