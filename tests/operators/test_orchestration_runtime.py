@@ -169,3 +169,20 @@ def test_cost_model_agrees_with_a_run(kind: TaskKind, strategy: Strategy) -> Non
         assert model.requests.tolist() == real.requests.tolist()
         assert model.max_copies_per_key.tolist() == real.max_copies_per_key.tolist()
         assert model.rounds == real.rounds
+
+
+def zmq_rank(mesh: Mesh, n_tasks: int) -> list[Any]:
+    return run_rank(mesh, KIND_SETS["read_update"], PushPull(k=2, fanout=1), n_tasks)[
+        "results"
+    ]
+
+
+@pytest.mark.slow
+def test_zmq_processes_give_the_sim_answer() -> None:
+    from strata.engine.mesh import run_mesh
+
+    sim = run_sim(zmq_rank, 4, 300)
+    real = run_mesh(zmq_rank, 4, 300, kind="zmq", timeout_s=60)
+    for a, b in zip(sim, real, strict=True):
+        for x, y in zip(a, b, strict=True):
+            np.testing.assert_array_equal(x, y)
