@@ -45,6 +45,6 @@ def bfs(graph: CSRGraph, source: int) -> AlgorithmResult:
     """
     source = check_source(graph, source, "bfs")
     start = time.perf_counter()
-    dist, levels = bfs_run(graph.indptr, unsigned(graph.indices), source)
+    dist, levels = bfs_run(unsigned(graph.indptr), unsigned(graph.indices), source)
     seconds = time.perf_counter() - start
     return AlgorithmResult("bfs", dist, levels, seconds, {"source": source})

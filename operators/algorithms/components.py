@@ -43,7 +43,7 @@ def connected_components(graph: CSRGraph) -> AlgorithmResult:
         The labels; ``extra["components"]`` counts the components.
     """
     start = time.perf_counter()
-    labels = components_run(graph.indptr, unsigned(graph.indices))
+    labels = components_run(unsigned(graph.indptr), unsigned(graph.indices))
     seconds = time.perf_counter() - start
     count = int(np.count_nonzero(labels == np.arange(labels.shape[0])))
     return AlgorithmResult("cc", labels, 1, seconds, {"components": count})

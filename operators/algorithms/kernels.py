@@ -25,9 +25,10 @@ Two kinds of kernel live here:
 Every kernel is ``nogil`` and cached; inputs are int64 ``indptr``, int32 or int64
 ``indices`` and float64 weights or values. Kernels do not validate: the callers in
 this package do. The whole-run kernels are called with *unsigned* views of
-``indices`` (:func:`strata.operators.algorithms._graph.unsigned`): numba then
-drops the negative-index wraparound test from every random access, which measured
-1.2-1.5x faster BFS.
+``indptr`` and ``indices`` (:func:`strata.operators.algorithms._graph.unsigned`):
+numba then drops the negative-index wraparound test from every access in the edge
+loops (1.2-1.5x faster BFS and PageRank gathers; callers of the superstep kernels
+may do the same).
 
 Examples:
     >>> import numpy as np

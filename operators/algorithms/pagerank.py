@@ -105,7 +105,7 @@ def pagerank(
     start = time.perf_counter()
     try:
         rank, done, change = pagerank_run(
-            inverse.indptr,
+            unsigned(inverse.indptr),
             unsigned(inverse.indices),
             inv_outdeg,
             float(damping),

@@ -63,6 +63,8 @@ def sssp(
     source = check_source(graph, source, "sssp")
     w = edge_weights(graph, weights, "sssp", node_ids)
     start = time.perf_counter()
-    dist, settled = dijkstra_run(graph.indptr, unsigned(graph.indices), w, source)
+    dist, settled = dijkstra_run(
+        unsigned(graph.indptr), unsigned(graph.indices), w, source
+    )
     seconds = time.perf_counter() - start
     return AlgorithmResult("sssp", dist, settled, seconds, {"source": source})
