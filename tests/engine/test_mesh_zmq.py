@@ -11,18 +11,10 @@ import mesh_workers as mw
 import numpy as np
 import pytest
 import zmq
-from zmq.utils.garbage import gc
 
 from strata.engine.mesh import MeshError, Tag, run_sim
 from strata.engine.mesh.zmq_mesh import ZmqMesh
 from strata.engine.net.frames import Kind, encode
-
-
-@pytest.fixture(scope="module", autouse=True)
-def zmq_garbage_collector() -> None:
-    """pyzmq's zero-copy sends start one collector thread per process, for good."""
-    if not gc.is_alive():
-        gc.start()
 
 
 def run_threads(fn: Callable[..., Any], size: int, *args: Any) -> list[Any]:
