@@ -63,11 +63,78 @@ def test_mesh_round(benchmark: Any, kind: MeshKind, load: str) -> None:
     )
 
 
+def socket_round_trip(pattern: str, nbytes: int, rounds: int) -> float:
+    """Seconds per raw zmq round trip between two processes (the slower side)."""
+    import multiprocessing
+    import socket
+
+    ports = []
+    for _ in range(2):  # free ports, released just before the nodes bind them
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            ports.append(probe.getsockname()[1])
+    context = multiprocessing.get_context("fork")
+    queue = context.Queue()
+    nodes = [
+        context.Process(
+            target=mesh_work.socket_node,
+            args=(pattern, rank, ports, nbytes, rounds, queue),
+        )
+        for rank in range(2)
+    ]
+    for node in nodes:
+        node.start()
+    times = [queue.get(timeout=120) for _ in nodes]
+    for node in nodes:
+        node.join()
+    return max(times)
+
+
+def socket_rows(repeats: int, command: str) -> list[dict[str, Any]]:
+    """DEALER -> ROUTER (what ZmqMesh uses) against PUSH -> PULL, raw ping-pong."""
+    rows = []
+    for load, nbytes, rounds in (("8 B", 8, 3000), ("1 MiB", 1 << 20, 200)):
+        got: dict[str, list[float]] = {"router": [], "pushpull": []}
+        for _ in range(repeats):
+            for pattern in got:
+                got[pattern].append(socket_round_trip(pattern, nbytes, rounds))
+        router, pushpull = (statistics.median(got[p]) for p in ("router", "pushpull"))
+        rows.append(
+            {
+                "work": f"raw zmq round trip between 2 processes, {load} payload "
+                "(mesh message shape: header, meta, payload)",
+                "metric": "seconds per round trip",
+                "better": "lower",
+                "strata": router,
+                "strata_spread": list(_span(got["router"])),
+                "peer": "PUSH -> PULL sockets",
+                "peer_value": pushpull,
+                "peer_spread": list(_span(got["pushpull"])),
+                "ratio": router / pushpull,
+                "target": "none (measurement: ZmqMesh's socket pattern)",
+                "met": None,
+                "command": command + " --sockets",
+                "note": "strata = DEALER -> ROUTER (ZmqMesh's pattern: the ROUTER "
+                f"names the sender); {repeats} interleaved repeats, load "
+                f"{os.getloadavg()[0]:.1f}",
+            }
+        )
+        print(
+            f"raw {load:6s} router {_us(got['router'])}  pushpull "
+            f"{_us(got['pushpull'])}  router/pushpull {router / pushpull:.2f}",
+            flush=True,
+        )
+    return rows
+
+
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--workers", type=int, nargs="+", default=[2, 4])
     parser.add_argument("--no-write", action="store_true")
+    parser.add_argument(
+        "--sockets", action="store_true", help="also time raw zmq socket patterns"
+    )
     args = parser.parse_args(argv)
     command = "cd benchmarks/engine && ../../.venv/bin/python bench_mesh.py" + (
         f" --repeats {args.repeats}" if args.repeats != 5 else ""
@@ -111,6 +178,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                 f"sim {sim * 1e6:.1f} us",
                 flush=True,
             )
+    if args.sockets:
+        rows.extend(socket_rows(args.repeats, command))
     result = {"topic": "mesh", "rows": rows}
     if not args.no_write:
         with open(RESULTS, "w") as f:
