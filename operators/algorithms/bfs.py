@@ -4,9 +4,10 @@ Distances are int64; vertices the source cannot reach get ``-1`` (scipy's
 ``shortest_path(unweighted=True)`` reports ``inf`` there). Edges are followed in
 their direction; repeated edges and self-loops change nothing.
 
-The single-process kernel is a serial queue BFS (``nogil``): on the benchmark graphs
-it beat a level-synchronous parallel top-down BFS on this 2-core machine, and the
-spec leaves direction switching out of v1 (tdorch.md §5).
+The single-process kernel is a serial queue BFS (``nogil``) over a one-byte
+``seen`` array; it beats scipy's ``breadth_first_order`` on the benchmark graphs
+(``benchmarks/results/algorithms.json``). Parallel and direction-optimising BFS
+were not tried (the spec leaves direction switching out of v1, tdorch.md §5).
 
 Examples:
     >>> import numpy as np

@@ -1,10 +1,9 @@
 """Single-source shortest paths for non-negative int or float weights (Dijkstra).
 
-Dijkstra with a binary heap and lazy deletion, in numba. Delta-stepping is the
-parallel alternative; with 2 cores its extra relaxations did not pay on the
-benchmark graphs, so the single-process kernel is Dijkstra (the distributed runner
-relaxes frontiers with :func:`strata.operators.algorithms.kernels.relax_min`, a
-Bellman-Ford superstep, as tdorch.md §5's table says).
+Dijkstra with a binary heap and lazy deletion, in numba, serial. Delta-stepping,
+the parallel alternative, is not implemented or measured here (v1); the distributed
+runner relaxes frontiers with :func:`strata.operators.algorithms.kernels.relax_min`,
+a Bellman-Ford superstep, as tdorch.md §5's table says.
 
 * Distances are float64; unreachable vertices get ``inf`` (as scipy's ``dijkstra``).
   Integer weights give exact integer distances (sums below 2**53 are exact).
