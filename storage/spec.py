@@ -7,6 +7,7 @@ Syntax (``KIND:key=value,...``, values are ints, floats or ``true``/``false``)::
     rmat:scale=16,edge_factor=16,seed=0 RMAT, Graph500 parameters (a, b, c settable)
     sbm:n=10000,blocks=8,degree=10,intra=0.8,seed=0
     rgg:n=100000,radius=0.005,seed=0
+    zipf:n=1048576,edges=8000000,alpha=1.2,seed=0   source-skewed (TD-Orch's G2)
     path/to/dataset_dir                 a directory with manifest.json (memory-mapped)
     path/to/graph_folder                a folder with edges.parquet [+ nodes.parquet]
     path/to/edges.csv                   an edge list (csv, tsv, txt/snap, parquet)
@@ -26,6 +27,9 @@ Generator keys and defaults:
   community-correlated features ``x``.
 * ``rgg``: ``n`` and ``radius`` (required), ``seed=0``; node array ``pos`` holds the
   coordinates.
+* ``zipf``: ``n`` and ``edges`` (required; edges sampled before deduplication),
+  ``alpha=1.2`` (Zipf exponent of the sources; destinations uniform), ``seed=0``,
+  ``permute=true``, ``weights=false`` (true: integer weights 1..100 for SSSP).
 
 Examples:
     >>> ds = load_graph("rmat:scale=10,edge_factor=8,seed=1,undirected=true")
@@ -36,6 +40,8 @@ Examples:
     ((500, 8), 5, 100)
     >>> parse_spec("rgg:n=100,radius=0.1")
     GraphSpec(kind='rgg', params={'n': 100, 'radius': 0.1}, path=None)
+    >>> load_graph("zipf:n=1000,edges=5000,alpha=1.5,weights=true").graph.num_nodes
+    1000
 """
 
 from __future__ import annotations
@@ -58,6 +64,7 @@ from strata.storage.generators import (
     rmat,
     sbm,
     split_masks,
+    zipf_source_graph,
 )
 from strata.storage.loaders.edgelist import load_edge_list
 from strata.storage.loaders.folder import find_edge_file, load_folder
@@ -66,7 +73,7 @@ from strata.storage.loaders.planetoid import PLANETOID_NAMES, load_planetoid
 Scalar = int | float | bool
 _WHERE = "load_graph"
 #: The spec kinds that name a generator or a bundled loader.
-GENERATORS = ("planetoid", "rmat", "sbm", "rgg")
+GENERATORS = ("planetoid", "rmat", "sbm", "rgg", "zipf")
 _SCHEME = re.compile(rf"({'|'.join(GENERATORS)}):(.*)", re.DOTALL)
 # ``word:...`` that is not a known kind (a path never looks like this on POSIX
 # unless it exists, which is checked first).
@@ -81,6 +88,7 @@ _KEYS: dict[str, tuple[set[str], set[str]]] = {  # kind -> (required, optional)
         {"degree", "intra", "seed", "permute", "features", "noise"},
     ),
     "rgg": ({"n", "radius"}, {"seed"}),
+    "zipf": ({"n", "edges"}, {"alpha", "seed", "permute", "weights"}),
 }
 
 
@@ -238,6 +246,20 @@ def _rgg(params: dict[str, Any]) -> GraphDataset:
     return GraphDataset(graph, {"pos": pos}, name=f"rgg-n{n}")
 
 
+def _zipf(params: dict[str, Any]) -> GraphDataset:
+    n, edges = _int(params, "n"), _int(params, "edges")
+    alpha = float(params.get("alpha", 1.2))
+    graph = zipf_source_graph(
+        n,
+        edges,
+        alpha=alpha,
+        seed=_int(params, "seed", 0),
+        permute=bool(params.get("permute", True)),
+        weights=bool(params.get("weights", False)),
+    )
+    return GraphDataset(graph, {}, name=f"zipf-n{n}-a{alpha:g}")
+
+
 def load_graph(
     spec: str | GraphSpec, *, data_dir: str | Path | None = None
 ) -> GraphDataset:
@@ -278,7 +300,7 @@ def load_graph(
         assert parsed.path is not None
         dataset = load_folder(parsed.path)
     else:
-        build = {"rmat": _rmat, "sbm": _sbm, "rgg": _rgg}[parsed.kind]
+        build = {"rmat": _rmat, "sbm": _sbm, "rgg": _rgg, "zipf": _zipf}[parsed.kind]
         dataset = build(parsed.params)
     return GraphDataset(
         dataset.graph,

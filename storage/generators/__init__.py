@@ -3,6 +3,7 @@
 * :func:`rmat` / :func:`rmat_edges`: skewed RMAT graphs (Graph500 parameters).
 * :func:`sbm`: planted-community graphs, with the community of every node.
 * :func:`random_geometric`: 2-D random geometric graphs (high locality).
+* :func:`zipf_source_graph`: source-skewed graphs (Zipf sources, uniform targets).
 * :func:`community_features` and :func:`split_masks`: features correlated with
   communities and Planetoid-shaped masks, so GNN accuracy on generated graphs means
   something.
@@ -19,6 +20,7 @@ from strata.storage.generators.rmat import (
     rmat_edges_reference,
 )
 from strata.storage.generators.sbm import sbm
+from strata.storage.generators.zipf import zipf_source_graph
 
 __all__ = [
     "GRAPH500_ABCD",
@@ -29,4 +31,5 @@ __all__ = [
     "rmat_edges_reference",
     "sbm",
     "split_masks",
+    "zipf_source_graph",
 ]
