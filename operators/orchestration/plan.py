@@ -338,8 +338,9 @@ class PushPull:
             sizes (spec: ceil, at least 1), or ``"exact"`` for its floor (may be 0).
         fanout: F of the hot-key tree: a key pulled by more than F ranks is
             forwarded down an F-ary tree (tdorch.md §4).
-        count_round: Reserved for the optional count round (tdorch.md §3); only
-            False is implemented.
+
+    The spec's optional count round (keys lukewarm on every rank but hot in
+    total) is not built: it is off by default there, and O1/O2 run without it.
 
     >>> PushPull(k="auto").plan(np.array([1]), np.array([1]), 0, 2, "read",
     ...     data_bytes=64, task_bytes=8, result_bytes=8).k
@@ -348,7 +349,6 @@ class PushPull:
 
     k: int | Literal["auto", "exact"] = "auto"
     fanout: int = 16
-    count_round: bool = False
 
     @property
     def name(self) -> str:
@@ -369,8 +369,6 @@ class PushPull:
         header_bytes: int = 16,
     ) -> BatchPlan:
         """Plan this rank's tasks (see :class:`Strategy`)."""
-        if self.count_round:
-            raise NotImplementedError("the count round is not implemented")
         if self.k in ("auto", "exact"):
             k = break_even_k(
                 data_bytes, task_bytes, result_bytes, header_bytes,

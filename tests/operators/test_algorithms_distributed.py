@@ -1,8 +1,8 @@
 """Distributed PageRank, BFS, SSSP and CC against scipy.sparse.csgraph (tdorch.md O3).
 
 Every algorithm x placement (hash, hash+combiner, HubSplit) x P in {1, 2, 4} on a
-small skewed graph with self-loops and multi-edges, on a threaded mesh that
-follows the Mesh contract (``algorithms_thread_mesh``); the engine's meshes run
+small skewed graph with self-loops and multi-edges, on the engine's SimMesh
+(threads of this process); the process meshes (zmq, torch) and the executors run
 a few of the same cases in ``test_algorithms_distributed_mesh.py``.
 """
 
@@ -11,9 +11,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import scipy.sparse as sp
-from algorithms_thread_mesh import run_threads
 from scipy.sparse import csgraph
 
+from strata.engine.mesh import run_sim
 from strata.operators.algorithms.distributed import run_distributed
 from strata.operators.algorithms.errors import AlgorithmError
 from strata.operators.algorithms.placement import (
@@ -82,7 +82,7 @@ SOURCE = 0  # the top hub
 @pytest.mark.parametrize("placement", PLACEMENTS, ids=lambda p: p.name)
 def test_bfs_equals_scipy(placement: Placement, workers: int) -> None:
     dist, report = run_distributed(
-        "bfs", GRAPH, workers, placement, launch=run_threads, source=SOURCE
+        "bfs", GRAPH, workers, placement, launch=run_sim, source=SOURCE
     )
     expected = csgraph.shortest_path(
         scipy_matrix(GRAPH), unweighted=True, indices=SOURCE
@@ -98,7 +98,7 @@ def test_bfs_equals_scipy(placement: Placement, workers: int) -> None:
 def test_sssp_equals_dijkstra(placement: Placement, workers: int) -> None:
     source = 7  # not a hub
     dist, _ = run_distributed(
-        "sssp", GRAPH, workers, placement, launch=run_threads, source=source
+        "sssp", GRAPH, workers, placement, launch=run_sim, source=source
     )
     np.testing.assert_array_equal(
         dist, csgraph.dijkstra(scipy_matrix(GRAPH), indices=source)
@@ -108,7 +108,7 @@ def test_sssp_equals_dijkstra(placement: Placement, workers: int) -> None:
 @pytest.mark.parametrize("workers", WORKERS)
 @pytest.mark.parametrize("placement", PLACEMENTS, ids=lambda p: p.name)
 def test_cc_equals_scipy_weak_components(placement: Placement, workers: int) -> None:
-    labels, _ = run_distributed("cc", GRAPH, workers, placement, launch=run_threads)
+    labels, _ = run_distributed("cc", GRAPH, workers, placement, launch=run_sim)
     np.testing.assert_array_equal(labels, cc_oracle(GRAPH))
 
 
@@ -116,7 +116,7 @@ def test_cc_equals_scipy_weak_components(placement: Placement, workers: int) -> 
 @pytest.mark.parametrize("placement", PLACEMENTS, ids=lambda p: p.name)
 def test_pagerank_matches_power_iteration(placement: Placement, workers: int) -> None:
     ranks, report = run_distributed(
-        "pagerank", GRAPH, workers, placement, launch=run_threads, iterations=20
+        "pagerank", GRAPH, workers, placement, launch=run_sim, iterations=20
     )
     assert report.supersteps == 20
     assert np.abs(ranks - pagerank_oracle(GRAPH, 20)).sum() <= 1e-9
@@ -133,7 +133,7 @@ def test_pagerank_tolerance_matches_networkx() -> None:
     graph.add_edges_from(zip(*(a.tolist() for a in simple.to_coo()), strict=True))
     expected = nx.pagerank(graph, alpha=0.85, tol=1e-10, max_iter=200)
     ranks, report = run_distributed(
-        "pagerank", simple, 4, HubSplit(), launch=run_threads, iterations=200, tol=1e-10
+        "pagerank", simple, 4, HubSplit(), launch=run_sim, iterations=200, tol=1e-10
     )
     assert report.supersteps < 200
     assert (
@@ -167,10 +167,10 @@ def test_hubsplit_spreads_hub_edges_and_pulls_the_hub() -> None:
 def test_hubsplit_lowers_max_load_on_a_skewed_graph() -> None:
     g = skewed_graph(2000, 40_000, seed=1)
     _, hashed = run_distributed(
-        "pagerank", g, 4, Hash(combiner=True), launch=run_threads, iterations=2
+        "pagerank", g, 4, Hash(combiner=True), launch=run_sim, iterations=2
     )
     _, split = run_distributed(
-        "pagerank", g, 4, HubSplit(), launch=run_threads, iterations=2
+        "pagerank", g, 4, HubSplit(), launch=run_sim, iterations=2
     )
     assert hashed.tasks_max_mean > 1.3
     assert split.tasks_max_mean < 1.1
@@ -179,10 +179,10 @@ def test_hubsplit_lowers_max_load_on_a_skewed_graph() -> None:
 
 def test_combiner_sends_fewer_bytes() -> None:
     _, plain = run_distributed(
-        "pagerank", GRAPH, 4, Hash(), launch=run_threads, iterations=3
+        "pagerank", GRAPH, 4, Hash(), launch=run_sim, iterations=3
     )
     _, combined = run_distributed(
-        "pagerank", GRAPH, 4, Hash(combiner=True), launch=run_threads, iterations=3
+        "pagerank", GRAPH, 4, Hash(combiner=True), launch=run_sim, iterations=3
     )
     assert combined.total_bytes < plain.total_bytes
     assert plain.to_dict()["ranks"][0]["tasks"] > 0
@@ -190,12 +190,12 @@ def test_combiner_sends_fewer_bytes() -> None:
 
 def test_empty_graph_and_placement_names() -> None:
     empty = CSRGraph.from_edges(np.zeros(0, np.int64), np.zeros(0, np.int64), 3)
-    labels, _ = run_distributed("cc", empty, 2, "hash", launch=run_threads)
+    labels, _ = run_distributed("cc", empty, 2, "hash", launch=run_sim)
     assert labels.tolist() == [0, 1, 2]
-    ranks, _ = run_distributed("pagerank", empty, 2, "hubsplit", launch=run_threads)
+    ranks, _ = run_distributed("pagerank", empty, 2, "hubsplit", launch=run_sim)
     np.testing.assert_allclose(ranks, 1 / 3, rtol=0, atol=1e-15)
     dist, _ = run_distributed(
-        "bfs", empty, 2, "hash-combiner", launch=run_threads, source=1
+        "bfs", empty, 2, "hash-combiner", launch=run_sim, source=1
     )
     assert dist.tolist() == [-1, 0, -1]
 
@@ -216,9 +216,7 @@ def test_bad_input_is_refused(
     workers = int(kwargs.pop("workers", 2))  # type: ignore[call-overload]
     placement = str(kwargs.pop("placement", "hash"))
     with pytest.raises(AlgorithmError, match=message):
-        run_distributed(
-            algorithm, GRAPH, workers, placement, launch=run_threads, **kwargs
-        )
+        run_distributed(algorithm, GRAPH, workers, placement, launch=run_sim, **kwargs)
 
 
 def test_negative_weights_are_refused() -> None:
@@ -226,4 +224,4 @@ def test_negative_weights_are_refused() -> None:
         np.array([0, 1]), np.array([1, 2]), 3, edge_weight=np.array([1.0, -2.0])
     )
     with pytest.raises(AlgorithmError, match="weights >= 0"):
-        run_distributed("sssp", g, 2, "hash", launch=run_threads, source=0)
+        run_distributed("sssp", g, 2, "hash", launch=run_sim, source=0)

@@ -1,16 +1,14 @@
 """Distributed algorithms on the engine's meshes (sim, zmq) and inside a pipeline step.
 
-The full algorithm x placement x P matrix runs on a threaded test mesh in
-``test_algorithms_distributed.py``; here the same oracles check the engine's
-SimMesh (with its traffic counts), a few zmq cases (P = 2, real processes) and
-the pipeline step on every executor.
+The full algorithm x placement x P matrix runs on the SimMesh in
+``test_algorithms_distributed.py``; here the same oracles check a few zmq cases
+(P = 2, real processes) and the pipeline step on every executor.
 """
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
-from algorithms_thread_mesh import run_threads
 from scipy.sparse import csgraph
 from test_algorithms_distributed import (
     cc_oracle,
@@ -34,23 +32,6 @@ def small_graph() -> Payload:
     payload = dataset_payload(GraphDataset(GRAPH))
     payload["edge_weight"] = GRAPH.edge_weight
     return payload
-
-
-@pytest.mark.parametrize("algorithm", ["pagerank", "bfs", "sssp", "cc"])
-def test_sim_mesh_gives_the_thread_mesh_values_and_counts_traffic(
-    algorithm: str,
-) -> None:
-    params = {"iterations": 20} if algorithm == "pagerank" else {}
-    values, report = run_distributed(
-        algorithm, GRAPH, 4, "hubsplit", mesh="sim", **params
-    )
-    expected, _ = run_distributed(
-        algorithm, GRAPH, 4, "hubsplit", launch=run_threads, **params
-    )
-    np.testing.assert_array_equal(values, expected)  # bit-identical: same fold order
-    assert report.mesh == "sim"
-    assert report.total_bytes > 0
-    assert all(r.frames_sent > 0 for r in report.ranks)
 
 
 @pytest.mark.multiprocess
