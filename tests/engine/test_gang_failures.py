@@ -108,6 +108,9 @@ def test_worker_dying_in_native_code_or_silently(
 
 
 def test_keyboard_interrupt_stops_every_worker(no_leftovers: None) -> None:
+    # Ctrl-C as a terminal delivers it: a test run started in the background
+    # (``cmd &`` in a script) inherits SIGINT ignored, and Python keeps that.
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
     run_gang(gw.sleep_on, GangSpec(workers=1), rank=0, seconds=0)  # warm start-up
     timer = threading.Timer(1.0, os.kill, (os.getpid(), signal.SIGINT))
     timer.start()
@@ -116,6 +119,7 @@ def test_keyboard_interrupt_stops_every_worker(no_leftovers: None) -> None:
             run_gang(gw.sleep_on, GangSpec(workers=2, timeout_s=60), rank=1, seconds=60)
     finally:
         timer.cancel()
+        signal.signal(signal.SIGINT, previous)
 
 
 def test_failed_join_is_retried_then_reported(no_leftovers: None) -> None:
