@@ -44,12 +44,12 @@ from typing import Any
 import numpy as np
 
 from strata.engine.errors import format_where
-from strata.engine.mesh.base import MeshError, MeshOp, MeshStats, Tag
+from strata.engine.mesh.base import MeshError, MeshStats, Tag
 from strata.engine.mesh.wire import (
     END_BYTES,
+    ExchangeCollectives,
     check_outgoing,
     check_tag,
-    fold,
     round_cost,
 )
 
@@ -135,7 +135,7 @@ class _Hub:
             self._cond.notify_all()
 
 
-class SimMesh:
+class SimMesh(ExchangeCollectives):
     """One rank's end of an in-process mesh (see the module docstring).
 
     Build ends with :meth:`group`, or run a function with :func:`run_sim`.
@@ -234,16 +234,6 @@ class SimMesh:
         stats.frames_received += quiet
         stats.bytes_received += quiet * END_BYTES
         return incoming
-
-    def allreduce(self, value: np.ndarray, op: MeshOp, tag: Tag) -> np.ndarray:
-        """Combine ``value`` over ranks, folded in rank order (identical everywhere)."""
-        value = np.asarray(value)
-        got = self.exchange([[value]] * self.size, tag)
-        return fold([arrays[0] for arrays in got], op)
-
-    def barrier(self, tag: Tag) -> None:
-        """Return once every rank reached the barrier ``tag``."""
-        self.exchange([[] for _ in range(self.size)], tag)
 
     def close(self) -> None:
         """Leave the group (idempotent): later rounds of the others fail."""

@@ -37,8 +37,14 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from strata.engine.errors import format_where
-from strata.engine.mesh.base import MeshError, MeshOp, MeshStats, Tag
-from strata.engine.mesh.wire import CHUNK, check_outgoing, check_tag, chunks, fold
+from strata.engine.mesh.base import MeshError, MeshStats, Tag
+from strata.engine.mesh.wire import (
+    CHUNK,
+    ExchangeCollectives,
+    check_outgoing,
+    check_tag,
+    chunks,
+)
 from strata.engine.net.frames import FrameError, FrameLimits, Kind, decode, encode
 
 if TYPE_CHECKING:
@@ -49,7 +55,7 @@ DEFAULT_TIMEOUT_S = 300.0
 _LIMITS = FrameLimits(max_arrays=CHUNK, max_ndim=32, max_bytes=1 << 62)
 
 
-class TorchMesh:
+class TorchMesh(ExchangeCollectives):
     """One rank's end of a mesh over ``torch.distributed`` (see the module).
 
     Every rank of the default process group must build it (a collective).
@@ -196,16 +202,6 @@ class TorchMesh:
                     )
                 arrays.extend(message.arrays[1:])
         return [_read_only(a) for a in arrays]
-
-    def allreduce(self, value: np.ndarray, op: MeshOp, tag: Tag) -> np.ndarray:
-        """Combine ``value`` over ranks, folded in rank order (identical everywhere)."""
-        value = np.asarray(value)
-        got = self.exchange([[value]] * self._size, tag)
-        return fold([arrays[0] for arrays in got], op)
-
-    def barrier(self, tag: Tag) -> None:
-        """Return once every rank reached the barrier ``tag``."""
-        self.exchange([[] for _ in range(self._size)], tag)
 
     def close(self) -> None:
         """Destroy the mesh's process group (idempotent; a collective)."""

@@ -29,6 +29,7 @@ Examples:
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Protocol
 
 import numpy as np
 
@@ -150,3 +151,35 @@ def fold(values: Sequence[np.ndarray], op: MeshOp) -> np.ndarray:
             )
         ufunc(result, value, out=result)
     return result
+
+
+class _Exchanging(Protocol):
+    """What :class:`ExchangeCollectives` needs of the mesh it is mixed into."""
+
+    @property
+    def size(self) -> int: ...
+
+    def exchange(
+        self, outgoing: Sequence[Sequence[np.ndarray]], tag: Tag
+    ) -> list[list[np.ndarray]]: ...
+
+
+class ExchangeCollectives:
+    """``allreduce`` and ``barrier`` as exchanges, for every mesh that has one.
+
+    An allreduce sends the value to every peer and folds what came back in rank
+    order (so the bits are the same on every rank and every mesh); a barrier is
+    an exchange of nothing. Both are counted as the exchanges they are.
+    """
+
+    def allreduce(
+        self: _Exchanging, value: np.ndarray, op: MeshOp, tag: Tag
+    ) -> np.ndarray:
+        """Combine ``value`` over ranks, folded in rank order (identical everywhere)."""
+        value = np.asarray(value)
+        got = self.exchange([[value]] * self.size, tag)
+        return fold([arrays[0] for arrays in got], op)
+
+    def barrier(self: _Exchanging, tag: Tag) -> None:
+        """Return once every rank reached the barrier ``tag``."""
+        self.exchange([[] for _ in range(self.size)], tag)

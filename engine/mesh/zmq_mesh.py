@@ -48,13 +48,13 @@ import numpy as np
 import zmq
 
 from strata.engine.errors import format_where
-from strata.engine.mesh.base import MeshError, MeshOp, MeshStats, Tag
+from strata.engine.mesh.base import MeshError, MeshStats, Tag
 from strata.engine.mesh.wire import (
     CHUNK,
+    ExchangeCollectives,
     check_outgoing,
     check_tag,
     chunks,
-    fold,
 )
 from strata.engine.net.frames import FrameError, FrameLimits, Kind, decode, encode
 
@@ -70,7 +70,7 @@ _HWM = 1000  # messages queued per socket before a send waits (in the poller)
 Share = Callable[[str], Sequence[str]]
 
 
-class ZmqMesh:
+class ZmqMesh(ExchangeCollectives):
     """One rank's end of a mesh over pyzmq (see the module docstring).
 
     Args:
@@ -233,16 +233,6 @@ class ZmqMesh:
         except BaseException:
             self._failed = True
             raise
-
-    def allreduce(self, value: np.ndarray, op: MeshOp, tag: Tag) -> np.ndarray:
-        """Combine ``value`` over ranks, folded in rank order (identical everywhere)."""
-        value = np.asarray(value)
-        got = self.exchange([[value]] * self._size, tag)
-        return fold([arrays[0] for arrays in got], op)
-
-    def barrier(self, tag: Tag) -> None:
-        """Return once every rank reached the barrier ``tag``."""
-        self.exchange([[] for _ in range(self._size)], tag)
 
     def close(self, linger_s: float | None = None) -> None:
         """Flush what peers have not read yet, then close (idempotent).
