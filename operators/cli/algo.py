@@ -50,16 +50,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-import pyarrow as pa
-import pyarrow.csv as pa_csv
-import pyarrow.parquet as pq
 
 from strata.engine import UsageError, at_least, check_output_file
 from strata.engine.checks import is_stdout
@@ -73,6 +69,7 @@ from strata.operators.algorithms import (
     pagerank,
     sssp,
 )
+from strata.operators.cli.tables import write_node_table
 from strata.storage import GraphDataset, StorageError
 from strata.storage.spec import load_graph
 
@@ -111,23 +108,7 @@ def find_source(dataset: GraphDataset, text: str) -> int:
 
 def write_values(path: Path, node_ids: np.ndarray, values: np.ndarray) -> None:
     """Write ``node_id,value`` rows (Parquet or CSV by suffix), atomically."""
-    table = pa.table({"node_id": pa.array(node_ids), "value": pa.array(values)})
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    try:
-        if path.suffix.lower() == ".csv":
-            pa_csv.write_csv(table, str(tmp))
-        else:
-            pq.write_table(table, str(tmp))
-        os.replace(tmp, path)
-    except OSError as error:
-        tmp.unlink(missing_ok=True)
-        raise UsageError.build(
-            "--out",
-            _WHERE,
-            "a writable file path",
-            f"{str(path)!r} ({error.strerror or error})",
-        ) from None
+    write_node_table(path, node_ids, "value", values, argument="--out", where=_WHERE)
 
 
 class AlgoCommand:

@@ -61,7 +61,6 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import os
 import resource
 import sys
 import time
@@ -70,14 +69,12 @@ from typing import Any
 
 import numpy as np
 import psutil
-import pyarrow as pa
-import pyarrow.csv as pa_csv
-import pyarrow.parquet as pq
 
 from strata.engine import UsageError, at_least, check_output_dir, check_output_file
 from strata.engine.checks import is_stdout
 from strata.engine.cli import reserve_stdout
 from strata.engine.progress import progress_extra
+from strata.operators.cli.tables import write_node_table
 from strata.operators.io.partition_book import book_name, save_partition_book
 from strata.partition import (
     METHODS,
@@ -119,23 +116,9 @@ def make_partitioner(
 
 def write_assignments(path: Path, node_ids: np.ndarray, parts: np.ndarray) -> None:
     """Write ``node_id,part`` rows (Parquet or CSV by suffix), atomically."""
-    table = pa.table({"node_id": pa.array(node_ids), "part": pa.array(parts)})
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    try:
-        if path.suffix.lower() == ".csv":
-            pa_csv.write_csv(table, str(tmp))
-        else:
-            pq.write_table(table, str(tmp))
-        os.replace(tmp, path)
-    except OSError as error:
-        tmp.unlink(missing_ok=True)
-        raise UsageError.build(
-            "--assignments",
-            _WHERE,
-            "a writable file path",
-            f"{str(path)!r} ({error.strerror or error})",
-        ) from None
+    write_node_table(
+        path, node_ids, "part", parts, argument="--assignments", where=_WHERE
+    )
 
 
 def peak_rss_bytes() -> int:
