@@ -88,7 +88,12 @@ class PlotCommand:
         except ImportError:
             print(MISSING, file=sys.stderr)
             return EXIT_USAGE
-        if "benchmarks" in data:
+        from strata.operators.cli.plot_recsys import draw_recsys, recsys_table
+
+        recsys = recsys_table(data)
+        if recsys is not None:
+            figure = draw_recsys(plt, recsys, args.title)
+        elif "benchmarks" in data:
             figure = draw_benchmarks(plt, data, args.title)
         else:
             figure = draw_run(plt, data, args.title)
@@ -208,7 +213,8 @@ def _read(path: Path) -> dict[str, Any]:
         raise UsageError.build(
             "FILE", "strata plot", "a readable JSON file", got
         ) from error
-    if not isinstance(data, dict) or not ("benchmarks" in data or "steps" in data):
+    kinds = ("benchmarks", "steps", "recsys")  # recsys: operators/cli/plot_recsys
+    if not isinstance(data, dict) or not any(kind in data for kind in kinds):
         raise UsageError.build(
             "FILE",
             "strata plot",
