@@ -396,6 +396,37 @@ def _remap(
     return EdgeList(src.astype(np.int64), dst.astype(np.int64), n)
 
 
+def map_id_column(
+    column: pa.ChunkedArray | pa.Array, path: str | Path, name: str
+) -> tuple[Int64Array, np.ndarray]:
+    """Dense ids ``0..n-1`` for one id column, as :func:`read_edges` remaps ids.
+
+    For tables whose id columns are separate id spaces (users and items of an
+    interaction table), each column is mapped on its own.
+
+    Args:
+        column: integer or string ids (uint64 ids above int64 stay exact, as text).
+        path: the file, for error messages.
+        name: the column's name, for error messages.
+
+    Returns:
+        ``(dense, node_ids)``: the dense id of every row, and the original id of
+        every dense id, in sorted order.
+
+    Raises:
+        FormatError: for ids that are neither integers nor strings.
+
+    Examples:
+        >>> dense, ids = map_id_column(pa.array(["b", "a", "b"]), "t.csv", "user")
+        >>> dense.tolist(), ids.tolist()
+        ([1, 0, 1], ['a', 'b'])
+    """
+    ids = _ids_to_numpy(column, Path(path), name)
+    edges = _remap(ids, ids[:0], True, None, Path(path))
+    assert edges.node_ids is not None
+    return edges.src, edges.node_ids
+
+
 def _auto_ids(
     src: pa.ChunkedArray | pa.Array, dst: pa.ChunkedArray | pa.Array
 ) -> tuple[pa.ChunkedArray | pa.Array, pa.ChunkedArray | pa.Array]:
