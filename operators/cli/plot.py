@@ -6,6 +6,8 @@ Two kinds of JSON are drawn:
   the report has them, the validation loss (left) and the accuracies (middle) per
   epoch, from the outputs a trainer's summary records (``loss_curve`` and
   ``curves``); and each step's busy and backpressured seconds (right);
+* a ``jobs/geo_bench.py`` run report: latency CDFs per configuration and a map of
+  where each region's reads were served (:mod:`strata.operators.cli.plot_geo`);
 * a pytest-benchmark file (``pytest benchmarks/... --benchmark-json FILE.json``):
   per benchmark, one bar chart per measure its ``extra_info`` gives every
   contender (``strata_epoch_s``, ``pyg_csr_epoch_s``, ``dgl_epoch_s``: Strata
@@ -35,6 +37,8 @@ import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
+
+from strata.operators.cli.plot_geo import check_geo_report, draw_geo, is_geo_report
 
 EXIT_OK, EXIT_USAGE = 0, 2
 FORMATS = (".png", ".svg", ".pdf")
@@ -77,6 +81,8 @@ class PlotCommand:
                     repr(str(args.out)),
                 )
             data = _read(args.file)
+            if is_geo_report(data):
+                check_geo_report(data, "strata plot")
         except UsageError as error:
             print(f"strata plot: {error}", file=sys.stderr)
             return EXIT_USAGE
@@ -95,6 +101,8 @@ class PlotCommand:
             figure = draw_recsys(plt, recsys, args.title)
         elif "benchmarks" in data:
             figure = draw_benchmarks(plt, data, args.title)
+        elif is_geo_report(data):
+            figure = draw_geo(plt, data, args.title)
         else:
             figure = draw_run(plt, data, args.title)
         args.out.parent.mkdir(parents=True, exist_ok=True)
