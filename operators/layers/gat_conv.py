@@ -38,6 +38,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from strata.operators.errors import OperatorError
 from strata.operators.kernels.attention import gat_attention
 from strata.operators.kernels.edge_softmax import edge_softmax
 from strata.operators.kernels.sddmm import sddmm_add
@@ -129,7 +130,9 @@ class GATConv(MessagePassing):
             out = out + self.bias
         return out
 
-    def forward(self, graph: Graph, x: torch.Tensor) -> torch.Tensor:
+    def forward(
+        self, graph: Graph, x: torch.Tensor | tuple[torch.Tensor, torch.Tensor]
+    ) -> torch.Tensor:
         """Attend over in-neighbours of every destination node.
 
         The attention-weighted sum replaces the reduction of
@@ -137,8 +140,18 @@ class GATConv(MessagePassing):
         message, root and update are the layer's declared ones.
 
         Raises:
-            OperatorError: if ``x`` does not have one row per source node.
+            OperatorError: if ``x`` does not have one row per source node, or is
+                an ``(x_src, x_dst)`` pair (not supported by this layer yet).
         """
+        if isinstance(x, tuple):
+            raise OperatorError.build(
+                "x",
+                "GATConv.forward",
+                "one feature tensor",
+                "an (x_src, x_dst) pair",
+                "bipartite (typed-relation) attention is not implemented; use a "
+                "reduction layer such as SAGEConv per relation",
+            )
         dg = resolve_graph(graph, x, "GATConv.forward")
         prop = dg.with_self_loops() if self.add_self_loops else dg
         h = self.message(x)

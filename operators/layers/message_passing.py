@@ -457,21 +457,75 @@ class MessagePassing(nn.Module):
             and not isinstance(self.aggregation, Attention)
         )
 
-    def forward(self, graph: Graph, x: torch.Tensor) -> torch.Tensor:
+    def forward(
+        self, graph: Graph, x: torch.Tensor | tuple[torch.Tensor, torch.Tensor]
+    ) -> torch.Tensor:
         """Run the layer on a full graph, a sampled block or a DeviceGraph.
 
-        When ``x`` needs no gradient and is sent unchanged (first-layer input
-        features), the aggregate ``A . x`` is computed once and reused while
-        ``x`` and the graph are unchanged
+        ``x`` is one tensor (sources and destinations are the same nodes, or a
+        block's destinations are its first ``num_dst`` sources), or a **bipartite
+        pair** ``(x_src, x_dst)``: messages come from ``x_src``'s rows and the
+        root term reads ``x_dst``'s, so sources and destinations may be different
+        node sets of different widths (one relation of a typed graph, PyG's
+        ``(x_src, x_dst)`` convention). Both forms run the same definition.
+
+        When the message input needs no gradient and is sent unchanged
+        (first-layer input features), the aggregate ``A . x`` is computed once and
+        reused while ``x`` and the graph are unchanged
         (:mod:`strata.operators.kernels.reuse`; exact, and safe against in-place
         changes of ``x``).
 
         Raises:
-            OperatorError: if ``x`` does not have one row per source node.
+            OperatorError: if ``x`` (or ``x_src``) does not have one row per
+                source node, ``x_dst`` one row per destination, or a pair meets
+                an aggregation that adds self-loops (a loop needs a destination
+                to also be a source).
         """
-        dg = resolve_graph(graph, x, f"{type(self).__name__}.forward")
+        where = f"{type(self).__name__}.forward"
+        if isinstance(x, tuple):
+            x_src, x_dst = _bipartite_pair(x, where)
+            dg = resolve_graph(graph, x_src, where)
+            _check_destination_rows(dg, x_dst, where)
+            if self.aggregation.self_loop:
+                raise OperatorError.build(
+                    "x",
+                    where,
+                    "one tensor (an aggregation with self-loops)",
+                    "an (x_src, x_dst) pair",
+                    f"{self.aggregation!r} adds a self-loop per destination, which "
+                    "needs destination i to be source i; pass one tensor",
+                )
+            prop = self.aggregation.propagate(dg)
+            return self._propagate(prop, x_src, x_dst, reuse=True)
+        dg = resolve_graph(graph, x, where)
         prop = self.aggregation.propagate(dg)
         return self._propagate(prop, x, destination_rows(x, dg.num_dst), reuse=True)
+
+
+def _bipartite_pair(
+    x: tuple[torch.Tensor, torch.Tensor], where: str
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``x`` checked to be two tensors ``(x_src, x_dst)``."""
+    if len(x) != 2 or not all(isinstance(t, torch.Tensor) for t in x):
+        raise OperatorError.build(
+            "x",
+            where,
+            "a tensor or an (x_src, x_dst) pair of tensors",
+            f"a tuple of {len(x)} {[type(t).__name__ for t in x]}",
+        )
+    return x[0], x[1]
+
+
+def _check_destination_rows(dg: DeviceGraph, x_dst: torch.Tensor, where: str) -> None:
+    """Raise unless ``x_dst`` has one row per destination of ``dg``."""
+    if x_dst.dim() < 2 or x_dst.shape[0] != dg.num_dst:
+        raise OperatorError.build(
+            "x_dst",
+            where,
+            f"[{dg.num_dst}, features] (one row per destination)",
+            f"shape {tuple(x_dst.shape)}",
+            "in a pair (x_src, x_dst), x_dst holds the destinations' own features",
+        )
 
 
 def destination_rows(x: torch.Tensor, num_dst: int) -> torch.Tensor:

@@ -51,7 +51,10 @@ class SAGEConv(MessagePassing):
     """GraphSAGE layer.
 
     Args:
-        in_channels: input feature width.
+        in_channels: input feature width, or ``(source width, destination
+            width)`` for a bipartite relation (sources and destinations of
+            different node types, called with an ``(x_src, x_dst)`` pair), as
+            PyG's ``SAGEConv((in_src, in_dst), out)``.
         out_channels: output feature width.
         aggr: ``"mean"``, ``"sum"`` or ``"max"`` (see the module docs).
         normalize: L2-normalise each output row.
@@ -61,14 +64,15 @@ class SAGEConv(MessagePassing):
         bias: learn a bias in ``W_l``.
 
     Shapes:
-        x: ``[num_src, in_channels]``; returns ``[num_dst, out_channels]``.
+        x: ``[num_src, in_channels]``, or a pair ``([num_src, in_src],
+        [num_dst, in_dst])``; returns ``[num_dst, out_channels]``.
     """
 
     work_units = ((0, 3), (4, 7))
 
     def __init__(
         self,
-        in_channels: int,
+        in_channels: int | tuple[int, int],
         out_channels: int,
         *,
         aggr: str = "mean",
@@ -89,10 +93,13 @@ class SAGEConv(MessagePassing):
         self.normalize = normalize
         self.root_weight = root_weight
         self.project = project
-        self.lin = nn.Linear(in_channels, in_channels, bias=True) if project else None
-        self.lin_l = nn.Linear(in_channels, out_channels, bias=bias)
+        in_src, in_dst = (
+            in_channels if isinstance(in_channels, tuple) else (in_channels,) * 2
+        )
+        self.lin = nn.Linear(in_src, in_src, bias=True) if project else None
+        self.lin_l = nn.Linear(in_src, out_channels, bias=bias)
         self.lin_r = (
-            nn.Linear(in_channels, out_channels, bias=False) if root_weight else None
+            nn.Linear(in_dst, out_channels, bias=False) if root_weight else None
         )
         self.update_is_sum = not normalize
         self.reset_parameters()

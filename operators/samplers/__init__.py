@@ -1,4 +1,8 @@
-"""Neighbour samplers: per-layer blocks, reproducible for a (seed, epoch, batch)."""
+"""Neighbour samplers: per-layer blocks, reproducible for a (seed, epoch, batch).
+
+Homogeneous graphs: :class:`NeighborSampler` into :class:`Block` s; typed graphs:
+:class:`TypedNeighborSampler` into :class:`TypedBlock` s.
+"""
 
 from strata.operators.samplers.block import Block, Hop
 from strata.operators.samplers.neighbor import (
@@ -16,6 +20,12 @@ from strata.operators.samplers.schedule import (
     input_digest,
     rank_batches,
 )
+from strata.operators.samplers.typed import (
+    TypedBlock,
+    TypedNeighborSampler,
+    full_blocks,
+    full_graph_block,
+)
 
 __all__ = [
     "Block",
@@ -24,10 +34,14 @@ __all__ = [
     "NeighborSampler",
     "SamplerConfig",
     "TrainSplit",
+    "TypedBlock",
+    "TypedNeighborSampler",
     "balanced_train_ids",
     "batch_key",
     "build_schedule",
     "check_fanouts",
+    "full_blocks",
+    "full_graph_block",
     "global_batches",
     "input_digest",
     "rank_batches",

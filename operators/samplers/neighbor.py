@@ -222,6 +222,35 @@ def _sample_layer(
 
 
 @numba.njit(cache=True, nogil=True)
+def _sample_positions(
+    in_indptr: np.ndarray,
+    dst: np.ndarray,
+    fanout: int,
+    replace: bool,
+    key: np.uint64,
+    salt: np.int64,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Sample one layer as (indptr, CSR position of every sampled in-edge).
+
+    The same draws as :func:`_sample_layer` for the same key and salt. The
+    positions index ``in_indices`` (the sources) and any per-edge array in CSR
+    order (weights), so the typed sampler reads both from one draw.
+    """
+    indptr = _counts(in_indptr, dst, fanout, replace)
+    positions = np.empty(indptr[dst.shape[0]], dtype=np.int64)
+    for i in range(dst.shape[0]):
+        v = dst[i]
+        start = in_indptr[v]
+        pos = indptr[i]
+        take = indptr[i + 1] - pos
+        deg = in_indptr[v + 1] - start
+        _draw(
+            start, deg, take, fanout, replace, key, np.uint64(salt + v), positions, pos
+        )
+    return indptr, positions
+
+
+@numba.njit(cache=True, nogil=True)
 def _sample_hop(
     in_indptr: np.ndarray,
     in_indices: np.ndarray,
@@ -235,17 +264,9 @@ def _sample_hop(
 
     The same draws as :func:`_sample_layer` for the same key and salt.
     """
-    indptr = _counts(in_indptr, dst, fanout, replace)
-    sources = np.empty(indptr[dst.shape[0]], dtype=np.int64)
-    for i in range(dst.shape[0]):
-        v = dst[i]
-        start = in_indptr[v]
-        pos = indptr[i]
-        take = indptr[i + 1] - pos
-        deg = in_indptr[v + 1] - start
-        _draw(start, deg, take, fanout, replace, key, np.uint64(salt + v), sources, pos)
-        for k in range(pos, pos + take):
-            sources[k] = in_indices[sources[k]]
+    indptr, sources = _sample_positions(in_indptr, dst, fanout, replace, key, salt)
+    for k in range(sources.shape[0]):
+        sources[k] = in_indices[sources[k]]
     return indptr, sources
 
 
