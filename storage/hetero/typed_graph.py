@@ -56,22 +56,7 @@ class TypedGraph:
         self, num_nodes: Mapping[str, int], relations: Mapping[Relation, RelationCSR]
     ) -> None:
         where = "TypedGraph"
-        counts: dict[str, int] = {}
-        for node_type in sorted(num_nodes):
-            count = num_nodes[node_type]
-            if not isinstance(node_type, str) or not node_type:
-                raise GraphError.build(
-                    "node type", where, "a non-empty str", repr(node_type)
-                )
-            if isinstance(count, bool) or not isinstance(count, int | np.integer):
-                raise GraphError.build(
-                    f"num_nodes[{node_type!r}]", where, "an int", repr(count)
-                )
-            if count < 0:
-                raise GraphError.build(
-                    f"num_nodes[{node_type!r}]", where, "a count >= 0", str(count)
-                )
-            counts[node_type] = int(count)
+        counts = _check_counts(num_nodes, where)
         checked: dict[Relation, RelationCSR] = {}
         for rel in sorted(relations, key=tuple):
             checked[_check_relation(rel, counts, where)] = relations[rel]
@@ -108,10 +93,11 @@ class TypedGraph:
             GraphError: as the constructor, and on ids out of range of their
                 node type (naming the relation and the position).
         """
+        counts = _check_counts(num_nodes, "TypedGraph.from_edges")
         relations: dict[Relation, RelationCSR] = {}
         for rel, arrays in edges.items():
             where = f"TypedGraph.from_edges[{rel}]"
-            rel = _check_relation(rel, num_nodes, "TypedGraph.from_edges")
+            rel = _check_relation(rel, counts, "TypedGraph.from_edges")
             if not isinstance(arrays, tuple) or len(arrays) not in (2, 3):
                 raise GraphError.build(
                     f"edges of relation {rel}",
@@ -123,12 +109,12 @@ class TypedGraph:
             relations[rel] = RelationCSR.from_edges(
                 arrays[0],
                 arrays[1],
-                num_src=int(num_nodes[rel.src]),
-                num_dst=int(num_nodes[rel.dst]),
+                num_src=counts[rel.src],
+                num_dst=counts[rel.dst],
                 weights=weights,
                 where=where,
             )
-        return cls(num_nodes, relations)
+        return cls(counts, relations)
 
     def with_reverse(self, rel: Relation, name: str) -> TypedGraph:
         """This graph plus the reverse of ``rel``, named ``name``.
@@ -226,3 +212,24 @@ def _check_relation(rel: object, num_nodes: Mapping[str, int], where: str) -> Re
                 "give every node type a count in num_nodes",
             )
     return relation
+
+
+def _check_counts(num_nodes: Mapping[str, int], where: str) -> dict[str, int]:
+    """``num_nodes`` as ``{type: count}`` sorted by type, each an int ``>= 0``."""
+    counts: dict[str, int] = {}
+    for node_type in sorted(num_nodes):
+        count = num_nodes[node_type]
+        if not isinstance(node_type, str) or not node_type:
+            raise GraphError.build(
+                "node type", where, "a non-empty str", repr(node_type)
+            )
+        if isinstance(count, bool) or not isinstance(count, int | np.integer):
+            raise GraphError.build(
+                f"num_nodes[{node_type!r}]", where, "an int", repr(count)
+            )
+        if count < 0:
+            raise GraphError.build(
+                f"num_nodes[{node_type!r}]", where, "a count >= 0", str(count)
+            )
+        counts[node_type] = int(count)
+    return counts
