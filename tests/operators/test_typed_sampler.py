@@ -222,3 +222,33 @@ def test_doctests(name):
     )
     assert result.failed == 0
     assert result.attempted > 0
+
+
+@pytest.mark.parametrize("replace", [False, True])
+def test_one_relation_draws_exactly_what_neighbor_sampler_draws(replace):
+    """The same kernel, key and salts: a 1-type graph gives identical blocks."""
+    from strata.operators.samplers import NeighborSampler, SamplerConfig
+    from strata.storage import CSRGraph
+
+    rng = np.random.default_rng(5)
+    src, dst = rng.integers(0, 80, 900), rng.integers(0, 80, 900)
+    rel = Relation("node", "to", "node")
+    typed = TypedNeighborSampler(
+        TypedGraph.from_edges({rel: (src, dst)}, {"node": 80}),
+        [4, 3],
+        seed=11,
+        replace=replace,
+    )
+    flat = NeighborSampler(
+        CSRGraph.from_edges(src, dst, 80),
+        SamplerConfig(fanouts=(4, 3), replace=replace),
+        seed=11,
+    )
+    seeds = np.array([5, 0, 77, 31])
+    for a, b in zip(
+        typed.sample({"node": seeds}, 3, 2), flat.sample(seeds, 3, 2), strict=True
+    ):
+        np.testing.assert_array_equal(a.src_global_ids["node"], b.src_global_ids)
+        np.testing.assert_array_equal(a.relations[rel].indptr, b.indptr)
+        np.testing.assert_array_equal(a.relations[rel].indices, b.indices)
+        assert a.num_dst["node"] == b.num_dst
