@@ -25,7 +25,7 @@ Examples:
     ...     uniform(2, 10.0, 1000.0), home=np.array([0, 1, 1]), item_bytes=[64] * 3
     ... )
     >>> x = np.arange(6, dtype=np.float32).reshape(3, 2)
-    >>> with RegionCluster.start(layout, {("node", "x"): x}, time_scale=0.1) as cluster:
+    >>> with RegionCluster(layout, {("node", "x"): x}, time_scale=0.1) as cluster:
     ...     cluster.alive(0), cluster.alive(1), len(cluster.info.endpoints)
     (True, True, 2)
 """
@@ -169,7 +169,7 @@ class ClusterLayout:
             tuple(topology.regions),
             np.asarray(topology.rtt_ms, dtype=np.float64),
             np.asarray(topology.bw_mbps, dtype=np.float64),
-            np.asarray(placement.holders, dtype=np.uint32),
+            np.array(placement.holders, dtype=np.uint32),  # a copy: placements mutate
             np.asarray(space.item_bytes, dtype=np.int64),
             int(space.num_vertices),
         )
@@ -575,7 +575,7 @@ class RegionCluster:
         *,
         startup_timeout_s: float = 30.0,
     ) -> None:
-        """Prefer :meth:`start` (the contract's spelling); the arguments are the same."""
+        """Start a cluster from a raw :class:`ClusterLayout` (see :meth:`start`)."""
         self._layout = layout
         self._time_scale = float(time_scale)
         if not (math.isfinite(self._time_scale) and self._time_scale >= 0):
@@ -605,7 +605,9 @@ class RegionCluster:
     @classmethod
     def start(
         cls,
-        layout: ClusterLayout,
+        topology: _TopologyLike,
+        placement: Any,
+        space: Any,
         tables: Mapping[Any, np.ndarray],
         time_scale: float = 0.2,
         *,
@@ -614,8 +616,9 @@ class RegionCluster:
         """Write each region's held rows to a private folder and start the servers.
 
         Args:
-            layout: regions, links and holders (``ClusterLayout.of(topology,
-                placement, space)``).
+            topology: the regions and their links (a ``Topology``).
+            placement: who holds what (a ``Placement``: ``.holders``, copied).
+            space: the items (an ``ItemSpace``: ``num_vertices``, ``item_bytes``).
             tables: full feature arrays by key (``Key`` or ``(group, attr)``); row
                 ``r`` of group ``"edge"`` is item ``num_vertices + r``, of any other
                 group item ``r``.
@@ -626,6 +629,7 @@ class RegionCluster:
             GeoError: bad tables (rows beyond the item space, unsupported dtype), a
                 server that fails to start in time (its stderr quoted).
         """
+        layout = ClusterLayout.of(topology, placement, space)
         return cls(layout, tables, time_scale, startup_timeout_s=startup_timeout_s)
 
     @property

@@ -16,9 +16,12 @@ Failure handling (a dead peer is an error, never a hang):
   :class:`GeoReadError` naming the regions and the deadline. A region that timed out
   is avoided (when another holder exists) for ``suspect_s``.
 * **Writes** need an ACK from every holder within ``deadline_s``; a holder that is
-  down makes the write fail (:class:`GeoWriteError`, not acknowledged). Holders that
-  did apply it keep it: an unacknowledged write may be partly applied, an
-  acknowledged one is on every holder's write-ahead log and is never lost.
+  down makes the write fail (:class:`GeoWriteError`, not acknowledged). The write
+  that discovers a dead holder may already be applied by the live ones (there is no
+  two-phase commit): callers retry a failed write until it is acknowledged, which
+  makes every holder agree again. While a holder is suspected down, writes to its
+  items are refused before anything is sent. An acknowledged write is on every
+  holder's write-ahead log and is never lost, a killed and restarted server included.
 
 Examples:
     >>> import numpy as np
@@ -32,7 +35,7 @@ Examples:
     ...     def plan(self, origin, items):
     ...         home = np.where(items == 0, 0, 1)
     ...         return {r: items[home == r] for r in (0, 1) if (home == r).any()}
-    >>> with RegionCluster.start(layout, {("node", "x"): x}, 0.1) as cluster:
+    >>> with RegionCluster(layout, {("node", "x"): x}, 0.1) as cluster:
     ...     with GeoStore(cluster.info, origin=0, router=Home()) as store:
     ...         store.get(("node", "x"), np.array([2, 0])).tolist()
     ...         ack = store.write(("node", "x"), [1], np.ones((1, 2), np.float32))
@@ -108,7 +111,8 @@ class GeoReadStats:
     """One read or write, as the client measured it.
 
     ``latency_s`` is scaled wall time (first send to last reply); ``latency_ms`` is
-    the unscaled figure (divided by the time scale, spec §3.4).
+    the unscaled figure (divided by the time scale, spec §3.4). ``failovers``
+    counts requests moved off a region that timed out or is suspected down.
     """
 
     latency_s: float
@@ -256,7 +260,7 @@ class GeoStore(FeatureStore):
         self._transport = Transport(info, [self.origin])
         self._transport.connect()
         if warmup:
-            self.ping()
+            self.ping(self.attempt_s)
         self._keys = {Key(k.group, k.attr): (i, k) for i, k in enumerate(info.keys)}
 
     # ---------------------------------------------------------------- lifecycle
@@ -335,7 +339,8 @@ class GeoStore(FeatureStore):
         self.write(key, np.arange(array.shape[0], dtype=np.int64), array)
 
     # ---------------------------------------------------------------- reads
-    def _plan(self, items: np.ndarray) -> dict[int, np.ndarray]:
+    def _plan(self, items: np.ndarray) -> tuple[dict[int, np.ndarray], int]:
+        """The router's plan, moved off suspected regions; how many parts moved."""
         plan = self.router.plan(self.origin, items)
         covered = sum(int(np.asarray(v).size) for v in plan.values())
         if covered != items.size:
@@ -348,19 +353,21 @@ class GeoStore(FeatureStore):
         now = time.perf_counter()
         self._suspect = {r: t for r, t in self._suspect.items() if t > now}
         if not self._suspect:
-            return {int(r): np.asarray(v, dtype=np.int64) for r, v in plan.items()}
+            return {int(r): np.asarray(v, dtype=np.int64) for r, v in plan.items()}, 0
         out: dict[int, list[np.ndarray]] = {}
+        moves = 0
         for region, part in plan.items():
             part = np.asarray(part, dtype=np.int64)
             if int(region) in self._suspect:
                 moved, stay = self._reroute(part, set(self._suspect))
                 for r, got in moved.items():
                     out.setdefault(r, []).append(got)
+                moves += len(moved)
                 if stay.size:
                     out.setdefault(int(region), []).append(stay)
             else:
                 out.setdefault(int(region), []).append(part)
-        return {r: np.sort(np.concatenate(v)) for r, v in out.items()}
+        return {r: np.sort(np.concatenate(v)) for r, v in out.items()}, moves
 
     def _reroute(
         self, items: np.ndarray, avoid: set[int]
@@ -379,14 +386,14 @@ class GeoStore(FeatureStore):
         return moved, items[left]
 
     def _read(self, index: int, k: GeoKey, items: np.ndarray, rows: np.ndarray) -> None:
-        plan = self._plan(items)
+        plan, moved = self._plan(items)
         start = time.perf_counter()
         deadline = start + self.deadline_s
-        pending: dict[
-            int, tuple[int, np.ndarray, float]
-        ] = {}  # request -> region, items, t0
+        # request -> (region, its items, when it was sent)
+        pending: dict[int, tuple[int, np.ndarray, float]] = {}
         regions: list[int] = []
-        nbytes, failovers, timed_out = 0, 0, set()
+        timed_out: set[int] = set()
+        nbytes, failovers = 0, moved
         for region, part in plan.items():
             request, _ = self._transport.submit(
                 self.origin, region, Kind.GET_ROWS, items_batch(part), index, start
@@ -412,11 +419,11 @@ class GeoStore(FeatureStore):
                         continue
                     timed_out.add(region)
                     self._suspect[region] = now + self.suspect_s
-                    moved, stay = self._reroute(part, set(self._suspect) | timed_out)
+                    others, stay = self._reroute(part, set(self._suspect) | timed_out)
                     if stay.size:
                         continue  # no other holder: keep waiting until the deadline
                     del pending[request]
-                    for r, got_items in moved.items():
+                    for r, got_items in others.items():
                         new, _ = self._transport.submit(
                             self.origin,
                             r,
@@ -539,17 +546,38 @@ class GeoStore(FeatureStore):
         start = time.perf_counter()
         deadline = start + self.deadline_s
         holders = self._holders[items]
+        targets = [
+            (region, mine)
+            for region in range(self.info.layout.num_regions)
+            if (
+                mine := ((holders >> np.uint32(region)) & np.uint32(1)).astype(bool)
+            ).any()
+        ]
+        down = [r for r, _ in targets if self._suspect.get(r, 0.0) > start]
+        if down:
+            # Known down: refuse before sending, so no holder applies a write that
+            # cannot be acknowledged.
+            raise GeoWriteError(
+                format_error(
+                    "write",
+                    f"GeoStore (origin {self.region_name(self.origin)})",
+                    "every holder reachable",
+                    "holder(s) "
+                    + ", ".join(self.region_name(r) for r in down)
+                    + " timed out in the last "
+                    + f"{self.suspect_s} s (suspected down)",
+                    "the write was NOT sent and is NOT acknowledged; retry later",
+                )
+            )
         pending: dict[int, int] = {}
         regions: list[int] = []
-        for region in range(self.info.layout.num_regions):
-            mine = ((holders >> np.uint32(region)) & np.uint32(1)).astype(bool)
-            if mine.any():
-                batch = rows_batch(items[mine], row_bytes[mine])
-                request, _ = self._transport.submit(
-                    self.origin, region, kind, batch, index, start
-                )
-                pending[request] = region
-                regions.append(region)
+        for region, mine in targets:
+            batch = rows_batch(items[mine], row_bytes[mine])
+            request, _ = self._transport.submit(
+                self.origin, region, kind, batch, index, start
+            )
+            pending[request] = region
+            regions.append(region)
         failed: list[str] = []
         nbytes = 0
         while pending and time.perf_counter() < deadline:
@@ -569,6 +597,7 @@ class GeoStore(FeatureStore):
         if pending or failed:
             for region in set(pending.values()):
                 self._transport.reset(region)
+                self._suspect[region] = time.perf_counter() + self.suspect_s
             late = [
                 f"{self.region_name(r)}: no ACK within the deadline "
                 f"of {self.deadline_s} s"
