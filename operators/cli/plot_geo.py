@@ -120,9 +120,13 @@ def draw_geo(plt: Any, report: Mapping[str, Any], title: str | None = None) -> A
         n for n in (GEOLAYER, baseline_of(configs)) if n is not None and n in configs
     ]
     figure, axes = plt.subplots(
-        1, 1 + len(maps), figsize=(6 + 4.2 * len(maps), 4.4), squeeze=False
+        1,
+        1 + len(maps),
+        figsize=(6.5 + 4.2 * len(maps), 5.2),
+        squeeze=False,
+        gridspec_kw={"width_ratios": [1.4] + [1.0] * len(maps), "wspace": 0.3},
     )
-    _draw_cdfs(axes[0][0], configs)
+    _draw_cdfs(plt, axes[0][0], configs)
     image = None
     for index, (ax, name) in enumerate(zip(axes[0][1:], maps, strict=True)):
         image = _draw_map(ax, name, regions, configs[name]["served_by"])
@@ -139,18 +143,32 @@ def draw_geo(plt: Any, report: Mapping[str, Any], title: str | None = None) -> A
     return figure
 
 
-def _draw_cdfs(ax: Any, configs: Mapping[str, Any]) -> None:
+def _draw_cdfs(plt: Any, ax: Any, configs: Mapping[str, Any]) -> None:
+    # tab20 keeps up to 20 lines apart; GeoLayer is black and thickest.
+    colors = plt.get_cmap("tab20").colors
+    others = 0
     for name, config in configs.items():
         values = np.asarray(config["cdf_ms"], dtype=np.float64)
         fraction = np.linspace(0.0, 1.0, len(values)) if len(values) > 1 else [1.0]
-        width = 2.6 if name == GEOLAYER else 1.2
-        ax.plot(values, fraction, label=name, linewidth=width, drawstyle="steps-post")
+        if name == GEOLAYER:
+            style = {"color": "black", "linewidth": 2.6, "zorder": 3}
+        else:
+            style = {"color": colors[others % len(colors)], "linewidth": 1.3}
+            others += 1
+        ax.plot(values, fraction, label=name, drawstyle="steps-post", **style)
     ax.set_xscale("log")
     ax.set_xlabel("read latency (ms, unscaled)")
     ax.set_ylabel("fraction of requests")
     ax.set_ylim(0.0, 1.0)
     ax.grid(alpha=0.3, which="both")
-    ax.legend(fontsize=7, loc="lower right")
+    # below the axes: 11 names would cover the curves or the next panel
+    ax.legend(
+        fontsize=7,
+        loc="upper center",
+        bbox_to_anchor=(0.5, -0.16),
+        ncol=3,
+        frameon=False,
+    )
     ax.set_title("latency CDF per configuration")
 
 
