@@ -83,7 +83,7 @@ class ReplayResult:
     @property
     def failed(self) -> np.ndarray:
         """Requests that got no complete answer (error or deadline)."""
-        return np.isnan(self.latency_ms)
+        return np.asarray(np.isnan(self.latency_ms), dtype=bool)
 
 
 @dataclass(slots=True)
