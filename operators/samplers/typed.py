@@ -147,7 +147,11 @@ class TypedNeighborSampler:
         self.rank = int(rank)
         self.replace = bool(replace)
         self.fanouts = _per_relation(graph, fanouts, where)
-        self.num_layers = len(next(iter(self.fanouts.values()), ()))
+        self.num_layers = len(
+            next(iter(self.fanouts.values()))
+            if self.fanouts
+            else SamplerConfig(fanouts=tuple(fanouts)).fanouts
+        )
         self._relations = tuple(graph.relations)
         self._pools = {t: _ScratchPool(n) for t, n in graph.num_nodes.items()}
         # Per-(layer, relation) salts keep every vertex's draws distinct.

@@ -257,3 +257,32 @@ def test_doctests():
     result = doctest.testmod(module, optionflags=doctest.ELLIPSIS)
     assert result.failed == 0
     assert result.attempted > 0
+
+
+def test_any_declared_layer_runs_per_relation_with_edge_weights():
+    """A user layer (weighted sum, no root) per relation, against brute force."""
+    from strata.operators.layers import MessagePassing
+    from strata.operators.layers.message_passing import WeightedSum
+
+    class WeightedLinear(MessagePassing):
+        aggregation = WeightedSum()
+
+        def __init__(self, d_in: int, d_out: int) -> None:
+            super().__init__()
+            self.lin = torch.nn.Linear(d_in, d_out)
+
+        def transform(self):
+            return self.lin.weight, self.lin.bias
+
+    layer = HeteroConv({CO: WeightedLinear(7, 3), FEED: WeightedLinear(5, 3)})
+    x = features(dict(GRAPH.num_nodes))
+    out = layer.forward_full(GRAPH, x)
+    expected = torch.zeros(20, 3, dtype=torch.float64)
+    for rel in (CO, FEED):
+        csr, lin = GRAPH.relations[rel], layer.conv(rel).lin
+        w = np.ones(csr.num_edges) if csr.weights is None else csr.weights
+        agg = np.zeros((20, DIMS[rel.src]))
+        np.add.at(agg, csr.dst_index(), w[:, None] * x[rel.src].numpy()[csr.indices])
+        expected += torch.from_numpy(agg) @ lin.weight.double().T + lin.bias.double()
+    assert list(out) == ["item"]
+    torch.testing.assert_close(out["item"], expected.float(), **TOL)
