@@ -147,11 +147,12 @@ class TypedNeighborSampler:
         self.rank = int(rank)
         self.replace = bool(replace)
         self.fanouts = _per_relation(graph, fanouts, where)
-        self.num_layers = len(
-            next(iter(self.fanouts.values()))
-            if self.fanouts
-            else SamplerConfig(fanouts=tuple(fanouts)).fanouts
-        )
+        if self.fanouts:
+            self.num_layers = len(next(iter(self.fanouts.values())))
+        elif isinstance(fanouts, Mapping):
+            self.num_layers = 0  # no relations, no fan-outs: nothing to sample
+        else:
+            self.num_layers = SamplerConfig(fanouts=tuple(fanouts)).num_layers
         self._relations = tuple(graph.relations)
         self._pools = {t: _ScratchPool(n) for t, n in graph.num_nodes.items()}
         # Per-(layer, relation) salts keep every vertex's draws distinct.

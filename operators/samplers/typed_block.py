@@ -28,7 +28,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from types import MappingProxyType
 
 import numpy as np
 
@@ -96,11 +95,10 @@ class TypedBlock:
                     f"ids in [0, {num_src})",
                     f"[{int(csr.indices.min())}, {int(csr.indices.max())}]",
                 )
-        object.__setattr__(
-            self, "src_global_ids", MappingProxyType(self.src_global_ids)
-        )
-        object.__setattr__(self, "num_dst", MappingProxyType(dict(self.num_dst)))
-        object.__setattr__(self, "relations", MappingProxyType(dict(self.relations)))
+        # Own plain dicts (picklable, for prefetching processes), typed read-only.
+        object.__setattr__(self, "src_global_ids", dict(self.src_global_ids))
+        object.__setattr__(self, "num_dst", dict(self.num_dst))
+        object.__setattr__(self, "relations", dict(self.relations))
 
     @property
     def node_types(self) -> tuple[str, ...]:

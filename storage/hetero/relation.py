@@ -134,6 +134,10 @@ class RelationCSR:
                 f"{self.weights.dtype} of shape {self.weights.shape}",
             )
 
+    def __reduce__(self) -> tuple[type[RelationCSR], tuple[Any, ...]]:
+        # The arrays only: the device cache holds locks and device tensors.
+        return (RelationCSR, (self.indptr, self.indices, self.weights))
+
     @classmethod
     def from_edges(
         cls,

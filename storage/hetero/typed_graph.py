@@ -79,8 +79,10 @@ class TypedGraph:
                 f"{rel.src!r}",
                 where,
             )
-        self._num_nodes = MappingProxyType(counts)
-        self._relations = MappingProxyType(checked)
+        # Plain dicts (picklable: graphs cross process executors); the
+        # properties hand out read-only views.
+        self._num_nodes = counts
+        self._relations = checked
 
     # ------------------------------------------------------------------ builders
     @classmethod
@@ -140,7 +142,7 @@ class TypedGraph:
     @property
     def num_nodes(self) -> Mapping[str, int]:
         """Node count per node type (read-only, sorted by type)."""
-        return self._num_nodes
+        return MappingProxyType(self._num_nodes)
 
     @property
     def node_types(self) -> tuple[str, ...]:
@@ -150,7 +152,7 @@ class TypedGraph:
     @property
     def relations(self) -> Mapping[Relation, RelationCSR]:
         """Every relation's CSR (read-only; iterates relations sorted)."""
-        return self._relations
+        return MappingProxyType(self._relations)
 
     def csr(self, rel: Relation) -> RelationCSR:
         """The CSR of relation ``rel``.

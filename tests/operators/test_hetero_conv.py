@@ -286,3 +286,21 @@ def test_any_declared_layer_runs_per_relation_with_edge_weights():
         expected += torch.from_numpy(agg) @ lin.weight.double().T + lin.bias.double()
     assert list(out) == ["item"]
     torch.testing.assert_close(out["item"], expected.float(), **TOL)
+
+
+def test_graph_and_blocks_pickle_after_use_on_a_device():
+    """Cached device graphs (locks, tensors) stay behind; results are the same."""
+    import pickle
+
+    layer = HeteroSAGE(DIMS, 4, GRAPH.relations)
+    x = features(dict(GRAPH.num_nodes))
+    blocks = TypedNeighborSampler(GRAPH, [2], seed=0).sample({"user": [3]}, 0, 0)
+    xb = {t: x[t][torch.from_numpy(i)] for t, i in blocks[0].src_global_ids.items()}
+    with torch.no_grad():
+        full, sampled = layer.forward_full(GRAPH, x), layer(blocks[0], xb)
+        graph_back = pickle.loads(pickle.dumps(GRAPH))
+        block_back = pickle.loads(pickle.dumps(blocks))[0]
+        for t, v in layer.forward_full(graph_back, x).items():
+            torch.testing.assert_close(v, full[t], rtol=0, atol=0)
+        for t, v in layer(block_back, xb).items():
+            torch.testing.assert_close(v, sampled[t], rtol=0, atol=0)

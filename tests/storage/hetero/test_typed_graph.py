@@ -190,3 +190,17 @@ def test_doctests(name):
     )
     assert result.failed == 0
     assert result.attempted > 0
+
+
+def test_graph_pickles_with_its_arrays():
+    import pickle
+
+    g = tiny()
+    back = pickle.loads(pickle.dumps(g))
+    assert dict(back.num_nodes) == dict(g.num_nodes)
+    for rel, csr in g.relations.items():
+        np.testing.assert_array_equal(back.relations[rel].indices, csr.indices)
+        np.testing.assert_array_equal(back.relations[rel].indptr, csr.indptr)
+    assert back.relations[CO].weights.tolist() == g.relations[CO].weights.tolist()
+    with pytest.raises(TypeError):
+        g.relations[CO] = g.relations[FEED]  # read-only views
