@@ -48,6 +48,7 @@ Examples:
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -214,6 +215,9 @@ def _torch_dtype(dtype: str) -> torch.dtype:
 class GeoStore(FeatureStore):
     """Feature rows read from region servers through a router (see the module).
 
+    Thread-safe (one lock serialises the exchanges); not picklable: pass a
+    :class:`GeoStoreSpec` to other processes and open a store there.
+
     Args:
         cluster: a running ``RegionCluster`` or its ``ClusterInfo``.
         origin: the region this client sits in.
@@ -257,6 +261,9 @@ class GeoStore(FeatureStore):
         self._holders = info.layout.holders
         order = np.argsort(info.layout.rtt_ms[self.origin], kind="stable")
         self._by_rtt = [int(r) for r in order]
+        # One lock around every exchange: a trainer's prefetch thread and its
+        # evaluation may read at once, and zmq sockets are not thread-safe.
+        self._lock = threading.RLock()
         self._transport = Transport(info, [self.origin])
         self._transport.connect()
         if warmup:
@@ -266,7 +273,8 @@ class GeoStore(FeatureStore):
     # ---------------------------------------------------------------- lifecycle
     def close(self) -> None:
         """Close the sockets (idempotent)."""
-        self._transport.close()
+        with self._lock:
+            self._transport.close()
 
     def __enter__(self) -> GeoStore:
         return self
@@ -283,6 +291,10 @@ class GeoStore(FeatureStore):
 
         Not recorded in :attr:`stats`.
         """
+        with self._lock:
+            return self._ping(timeout_s)
+
+    def _ping(self, timeout_s: float | None) -> dict[int, float | None]:
         start = time.perf_counter()
         until = start + (self.deadline_s if timeout_s is None else timeout_s)
         pending = {
@@ -316,7 +328,8 @@ class GeoStore(FeatureStore):
         )
         rows = np.empty((items.size, k.row_bytes), dtype=np.uint8)
         if items.size:
-            self._read(index, k, items, rows)
+            with self._lock:
+                self._read(index, k, items, rows)
         target = out.numpy().reshape(ids.shape[0], -1).view(np.uint8)
         np.take(
             rows,
@@ -538,7 +551,8 @@ class GeoStore(FeatureStore):
             .view(np.uint8)
             .reshape(ids_array.size, k.row_bytes)
         )
-        return self._write(Kind.PUT_ROWS, index, items, row_bytes)
+        with self._lock:
+            return self._write(Kind.PUT_ROWS, index, items, row_bytes)
 
     def _write(
         self, kind: Kind, index: int, items: np.ndarray, row_bytes: np.ndarray
