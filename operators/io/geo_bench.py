@@ -1,0 +1,627 @@
+"""The steps of ``jobs/geo_bench.py``: GeoLayer and its baselines on the twin and servers.
+
+Spec ``design/systems/geolayer.md`` §3.5-§3.7 and §4. One seeded synthetic workload
+(:func:`~strata.storage.geo.workload.synthetic_workload`) is placed by every
+configuration (a placement and a router, :data:`CONFIGURATIONS`), served on the
+analytic twin (all test requests) and on the region servers (the first
+``server_requests`` test requests, open-loop arrivals scaled by ``time_scale``), and
+summarised per configuration::
+
+    workload -> placements -+-> twin -----+-> summary (outputs)
+                            +-> servers --+
+
+Values between steps are wire-encodable (dicts of numpy arrays and scalars), so the
+job runs on every executor. The servers step starts one
+:class:`~strata.storage.geo.server.RegionCluster` per distinct placement; the twin
+and the A1 comparison use the same request prefix (open-loop FIFO queues make a
+prefix's latencies independent of later requests, so the prefix of the twin's full
+run is exactly the twin of the prefix).
+
+Latencies are reported unscaled (milliseconds of the modelled WAN): the servers'
+measured times are divided by ``time_scale``. A1 compares, per configuration, the
+servers' p50 and p99 with the twin's (within 10%) and every request's latency
+(within ``max(10%, 3 ms of wall time)``, i.e. ``3 / time_scale`` unscaled ms).
+
+Examples:
+    >>> [c.name for c in configurations(("geolayer", "hash"))]
+    ['geolayer', 'hash']
+    >>> configurations(("nope",))
+    Traceback (most recent call last):
+    ...
+    strata.operators.errors.OperatorError: configurations in geo_bench: expected names from geolayer, geolayer-random, random3-layered, random3-random, random3-nearest, top3-random, top3-nearest, single-primary, hash, full-replication, home-only, got 'nope'.
+"""  # noqa: E501
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from strata.operators.errors import OperatorError
+from strata.storage.csr import CSRGraph
+from strata.storage.geo import placement as pl
+from strata.storage.geo.items import ItemSpace, Placement
+from strata.storage.geo.layers import LayerTree
+from strata.storage.geo.routing import (
+    LayeredRouter,
+    NearestRouter,
+    RandomRouter,
+    Router,
+)
+from strata.storage.geo.topology import Topology, table1, uniform
+from strata.storage.geo.twin import Semantics, TwinResult, simulate
+from strata.storage.geo.workload import (
+    GeoWorkload,
+    GeoWorkloadConfig,
+    Requests,
+    synthetic_workload,
+)
+
+__all__ = [
+    "CONFIGURATIONS",
+    "GeoConfiguration",
+    "configurations",
+    "generate",
+    "topology_of",
+    "workload_of",
+]
+
+WHERE = "geo_bench"
+
+#: Placements, each computed once per run (a configuration pairs one with a router).
+PLACEMENTS = (
+    "geolayer",
+    "random3",
+    "top3",
+    "single-primary",
+    "hash",
+    "full-replication",
+    "home-only",
+)
+ROUTERS = ("layered", "random", "nearest")
+
+#: The topologies a run can use: the paper's Table I, and the uniform matrix of A10.
+TOPOLOGIES = ("table1", "uniform")
+UNIFORM_RTT_MS, UNIFORM_BW_MBPS = 70.0, 90.0
+
+
+@dataclass(frozen=True, slots=True)
+class GeoConfiguration:
+    """One row of the comparison: a placement served through a router (spec §3.6)."""
+
+    name: str
+    placement: str
+    router: str
+
+
+#: Every configuration of spec §3.6: GeoLayer, the ablations (placement only: layered
+#: placement + random routing; routing only: Random-3 + layered routing), Random-3
+#: and Top-3 with random (the paper's) and nearest routing, and the single-holder
+#: layouts (any router serves them the same; nearest is used).
+CONFIGURATIONS = (
+    GeoConfiguration("geolayer", "geolayer", "layered"),
+    GeoConfiguration("geolayer-random", "geolayer", "random"),
+    GeoConfiguration("random3-layered", "random3", "layered"),
+    GeoConfiguration("random3-random", "random3", "random"),
+    GeoConfiguration("random3-nearest", "random3", "nearest"),
+    GeoConfiguration("top3-random", "top3", "random"),
+    GeoConfiguration("top3-nearest", "top3", "nearest"),
+    GeoConfiguration("single-primary", "single-primary", "nearest"),
+    GeoConfiguration("hash", "hash", "nearest"),
+    GeoConfiguration("full-replication", "full-replication", "nearest"),
+    GeoConfiguration("home-only", "home-only", "nearest"),
+)
+_BY_NAME = {c.name: c for c in CONFIGURATIONS}
+
+
+def configurations(names: Sequence[str]) -> tuple[GeoConfiguration, ...]:
+    """The configurations called ``names`` (in that order); unknown names raise."""
+    unknown = [n for n in names if n not in _BY_NAME]
+    if unknown or not names:
+        raise OperatorError.build(
+            "configurations",
+            WHERE,
+            f"names from {', '.join(_BY_NAME)}",
+            ", ".join(repr(n) for n in unknown) if unknown else "none",
+        )
+    return tuple(_BY_NAME[n] for n in dict.fromkeys(names))
+
+
+def topology_of(name: str) -> Topology:
+    """``table1`` (spec Table I) or ``uniform`` (5 regions, 70 ms / 90 Mbps: A10)."""
+    if name == "table1":
+        return table1()
+    if name == "uniform":
+        return uniform(5, UNIFORM_RTT_MS, UNIFORM_BW_MBPS)
+    raise OperatorError.build("topology", WHERE, " or ".join(TOPOLOGIES), repr(name))
+
+
+# -- the workload as a wire-encodable payload -------------------------------------
+
+_REQUEST_FIELDS = (
+    "origin",
+    "is_write",
+    "kind",
+    "indptr",
+    "items",
+    "request_rounds",
+    "round_indptr",
+    "source",
+    "slo_ms",
+    "arrival_s",
+)
+
+
+def generate(workload: GeoWorkloadConfig, topology: str, seed: int) -> dict[str, Any]:
+    """The ``workload`` step: the seeded synthetic workload as arrays."""
+    w = synthetic_workload(topology_of(topology), workload, seed)
+    return {
+        "topology": topology,
+        "seed": seed,
+        "rate_per_s": float(w.rate_per_s),
+        "indptr": w.graph.indptr,
+        "indices": w.graph.indices,
+        "vertex_home": w.vertex_home,
+        "item_bytes": w.space.item_bytes,
+        "home": w.space.home,
+        "mutable": w.mutable,
+        "history": _requests_arrays(w.history),
+        "test": _requests_arrays(w.test),
+    }
+
+
+def _requests_arrays(requests: Requests) -> dict[str, np.ndarray]:
+    return {name: getattr(requests, name) for name in _REQUEST_FIELDS}
+
+
+def workload_of(payload: Mapping[str, Any], config: GeoWorkloadConfig) -> GeoWorkload:
+    """Rebuild the :class:`GeoWorkload` of :func:`generate`'s payload."""
+    indptr = np.asarray(payload["indptr"])
+    graph = CSRGraph(indptr, np.asarray(payload["indices"]), len(indptr) - 1)
+    space = ItemSpace(
+        graph.num_nodes,
+        graph.num_edges,
+        np.asarray(payload["item_bytes"]),
+        np.asarray(payload["home"]),
+    )
+    return GeoWorkload(
+        graph=graph,
+        vertex_home=np.asarray(payload["vertex_home"]),
+        space=space,
+        history=Requests(**payload["history"]),
+        test=Requests(**payload["test"]),
+        mutable=np.asarray(payload["mutable"]),
+        rate_per_s=float(payload["rate_per_s"]),
+        seed=int(payload["seed"]),
+        config=config,
+    )
+
+
+# -- summaries (plain arrays in, JSON-ready dicts out) ----------------------------
+
+#: Points of each configuration's latency CDF in the outputs (quantiles 0..1).
+CDF_POINTS = 101
+#: A1's per-request tolerance floor, in wall-clock milliseconds (spec §3.5).
+A1_FLOOR_MS = 3.0
+A1_RELATIVE = 0.10
+
+
+def percentiles(latency_ms: np.ndarray) -> dict[str, float | None]:
+    """Mean, p50, p95 and p99 of the finite ``latency_ms`` (None when there are none).
+
+    A NaN is a request the servers did not answer; :func:`a1_agreement` counts those.
+    """
+    values = np.asarray(latency_ms, dtype=np.float64)
+    values = values[np.isfinite(values)]
+    if values.size == 0:
+        return dict.fromkeys(("mean", "p50", "p95", "p99"), None)
+    p50, p95, p99 = np.percentile(values, [50, 95, 99])
+    return {
+        "mean": round(float(values.mean()), 4),
+        "p50": round(float(p50), 4),
+        "p95": round(float(p95), 4),
+        "p99": round(float(p99), 4),
+    }
+
+
+def per_origin(
+    latency_ms: np.ndarray, origin: np.ndarray, regions: Sequence[str]
+) -> dict[str, dict[str, float | None]]:
+    """:func:`percentiles` of each origin region's requests (regions with any)."""
+    return {
+        name: percentiles(latency_ms[origin == r])
+        for r, name in enumerate(regions)
+        if np.any(origin == r)
+    }
+
+
+def cdf_points(latency_ms: np.ndarray) -> list[float]:
+    """:data:`CDF_POINTS` quantiles of ``latency_ms``, ascending (for the plot)."""
+    if latency_ms.size == 0:
+        return []
+    points = np.quantile(latency_ms, np.linspace(0.0, 1.0, CDF_POINTS))
+    return [round(float(v), 4) for v in np.maximum.accumulate(points)]
+
+
+def a1_agreement(
+    twin_ms: np.ndarray, server_ms: np.ndarray, time_scale: float
+) -> dict[str, Any]:
+    """Spec §3.5 / A1: servers against the twin on the same requests (unscaled ms).
+
+    ``met`` needs the servers' p50 and p99 within 10% of the twin's and every request
+    within ``max(10%, 3 ms)``, the 3 ms being wall-clock time (``3 / time_scale``
+    unscaled). ``within`` is the fraction of requests inside that tolerance; a
+    request the servers did not answer (NaN) is outside it and counted in ``failed``.
+
+    Examples:
+        >>> twin = np.array([100.0, 200.0, 300.0])
+        >>> a = a1_agreement(twin, twin * 1.05, time_scale=0.2)
+        >>> a["p50_ratio"], a["within"], a["met"]
+        (1.05, 1.0, True)
+        >>> a1_agreement(twin, twin + [0, 0, 40], time_scale=0.2)["met"]
+        False
+    """
+    twin = np.asarray(twin_ms, dtype=np.float64)
+    server = np.asarray(server_ms, dtype=np.float64)
+    if twin.shape != server.shape or twin.size == 0:
+        raise OperatorError.build(
+            "latencies",
+            "a1_agreement",
+            "two non-empty arrays of the same shape",
+            f"{twin.shape} and {server.shape}",
+        )
+    floor = A1_FLOOR_MS / time_scale
+    tolerance = np.maximum(A1_RELATIVE * twin, floor)
+    answered = np.isfinite(server)
+    if not answered.any():
+        raise OperatorError.build(
+            "server latencies", "a1_agreement", "some answered requests", "none"
+        )
+    error = np.where(answered, np.abs(server - twin), np.inf)
+    t50, t99 = np.percentile(twin, [50, 99])
+    s50, s99 = np.percentile(server[answered], [50, 99])
+    p50_ratio, p99_ratio = float(s50 / t50), float(s99 / t99)
+    within = float(np.mean(error <= tolerance))
+    ratios_ok = all(abs(r - 1.0) <= A1_RELATIVE for r in (p50_ratio, p99_ratio))
+    return {
+        "requests": int(twin.size),
+        "twin_p50": round(float(t50), 4),
+        "twin_p99": round(float(t99), 4),
+        "server_p50": round(float(s50), 4),
+        "server_p99": round(float(s99), 4),
+        "p50_ratio": round(p50_ratio, 4),
+        "p99_ratio": round(p99_ratio, 4),
+        "within": round(within, 6),
+        "failed": int(np.count_nonzero(~answered)),
+        "max_error_ms": round(float(error[answered].max()), 4),
+        "tolerance_floor_ms": round(floor, 4),
+        "met": bool(ratios_ok and within == 1.0),
+    }
+
+
+# -- placements -------------------------------------------------------------------
+
+
+def _place_one(
+    name: str, w: GeoWorkload, topology: Topology, seed: int
+) -> tuple[ItemSpace, Placement]:
+    """One placement of :data:`PLACEMENTS` (single-primary and hash re-home items)."""
+    r = topology.num_regions
+    if name == "geolayer":
+        tree = LayerTree.build(topology)
+        return w.space, pl.geolayer_place(w.history, w.space, w.graph, tree, topology)
+    if name == "random3":
+        return w.space, pl.random_k(w.space, r, k=3, seed=seed)
+    if name == "top3":
+        return w.space, pl.top_k(w.history, w.space, r, k=3)
+    if name == "single-primary":
+        return pl.single_primary(w.space, w.graph, region=0)
+    if name == "hash":
+        return pl.hash_layout(w.space, w.graph, r)
+    if name == "full-replication":
+        return w.space, pl.full_replication(w.space, r)
+    if name == "home-only":
+        return w.space, pl.home_only(w.space)
+    raise OperatorError.build("placement", WHERE, " or ".join(PLACEMENTS), repr(name))
+
+
+def place(
+    workload_payload: Mapping[str, Any],
+    *,
+    workload: GeoWorkloadConfig,
+    placements: Sequence[str],
+    seed: int,
+) -> dict[str, dict[str, Any]]:
+    """The ``placements`` step: each placement's holders, homes and seconds to place.
+
+    ``home`` is the placement's item homes: single-primary and hash move every item
+    to a new home (and the cost of a write follows the new home).
+    """
+    w = workload_of(workload_payload, workload)
+    topology = topology_of(str(workload_payload["topology"]))
+    out: dict[str, dict[str, Any]] = {}
+    for name in placements:
+        start = time.perf_counter()
+        space, placement = _place_one(name, w, topology, seed)
+        seconds = time.perf_counter() - start
+        placement.check(space)
+        out[name] = {
+            "holders": placement.holders,
+            "home": space.home,
+            "placement_s": seconds,
+        }
+    return out
+
+
+def _placed(w: GeoWorkload, placed: Mapping[str, Any]) -> tuple[ItemSpace, Placement]:
+    space = ItemSpace(
+        w.space.num_vertices,
+        w.space.num_edges,
+        w.space.item_bytes,
+        np.asarray(placed["home"]),
+    )
+    return space, Placement(np.asarray(placed["holders"]))
+
+
+def router_of(kind: str, placement: Placement, topology: Topology, seed: int) -> Router:
+    """A configuration's router: ``layered``, ``random`` (seeded) or ``nearest``."""
+    if kind == "layered":
+        return LayeredRouter(placement, LayerTree.build(topology), topology)
+    if kind == "random":
+        return RandomRouter(placement, seed=seed)
+    if kind == "nearest":
+        return NearestRouter(placement, topology)
+    raise OperatorError.build("router", WHERE, " or ".join(ROUTERS), repr(kind))
+
+
+# -- the twin ---------------------------------------------------------------------
+
+
+def simulate_twin(
+    workload_payload: Mapping[str, Any],
+    placements: Mapping[str, Mapping[str, Any]],
+    *,
+    workload: GeoWorkloadConfig,
+    configs: Sequence[str],
+    semantics: str,
+    prefix: int,
+    seed: int,
+) -> dict[str, dict[str, Any]]:
+    """The ``twin`` step: every test request of every configuration, simulated.
+
+    With ``prefix > 0`` the first ``prefix`` test requests are also simulated on
+    their own (``prefix_latency_ms``): the servers replay exactly those, and a later
+    request can delay an earlier one's reply on a shared link, so the full run's
+    first latencies are not quite the prefix's.
+    """
+    w = workload_of(workload_payload, workload)
+    topology = topology_of(str(workload_payload["topology"]))
+    mode: Semantics = "traversal" if semantics == "traversal" else "pattern"
+    head = w.test.subset(np.arange(min(prefix, w.test.num_requests)))
+    out: dict[str, dict[str, Any]] = {}
+    for config in configurations(configs):
+        space, placement = _placed(w, placements[config.placement])
+        router = router_of(config.router, placement, topology, seed)
+        result = simulate(
+            w.test, placement, router, topology, space=space, semantics=mode
+        )
+        out[config.name] = _twin_payload(result)
+        if head.num_requests:
+            router = router_of(config.router, placement, topology, seed)
+            first = simulate(
+                head, placement, router, topology, space=space, semantics="pattern"
+            )
+            out[config.name]["prefix_latency_ms"] = first.latency_ms
+    return out
+
+
+def _twin_payload(result: TwinResult) -> dict[str, Any]:
+    cost = result.cost
+    return {
+        "latency_ms": result.latency_ms,
+        "regions_contacted": result.regions_contacted,
+        "wan_bytes": result.wan_bytes,
+        "local_only": result.local_only,
+        "served_by": result.served_items,
+        "storage_bytes": result.storage_bytes,
+        "cost": {
+            "storage_usd": cost.storage_usd,
+            "read_usd": cost.read_usd,
+            "write_usd": cost.write_usd,
+            "assoc_units": cost.assoc_units,
+            "assoc_usd": cost.assoc_usd,
+            "dollars_usd": cost.dollars_usd,
+            "total_usd": cost.total_usd,
+        },
+    }
+
+
+# -- the summary ------------------------------------------------------------------
+
+
+def summarize(
+    workload_payload: Mapping[str, Any],
+    placements: Mapping[str, Mapping[str, Any]],
+    twin: Mapping[str, Mapping[str, Any]],
+    servers: Mapping[str, Mapping[str, Any]],
+    *,
+    workload: GeoWorkloadConfig,
+    configs: Sequence[str],
+    semantics: str,
+    time_scale: float,
+) -> dict[str, Any]:
+    """The ``summary`` step: the run's outputs, per configuration (JSON-ready)."""
+    topology = topology_of(str(workload_payload["topology"]))
+    regions = list(topology.regions)
+    test = Requests(**workload_payload["test"])
+    history = Requests(**workload_payload["history"])
+    reads = ~test.is_write
+    seen = np.isin(test.source, history.source[~history.is_write])
+    rows: dict[str, Any] = {}
+    for config in configurations(configs):
+        t = twin[config.name]
+        latency = np.asarray(t["latency_ms"])
+        violated = latency > test.slo_ms
+        row: dict[str, Any] = {
+            "placement": config.placement,
+            "router": config.router,
+            "placement_s": round(float(placements[config.placement]["placement_s"]), 4),
+            "read_ms": percentiles(latency[reads]),
+            "read_ms_per_origin": per_origin(
+                latency[reads], test.origin[reads], regions
+            ),
+            "write_ms": percentiles(latency[~reads]),
+            "slo_violation_rate": _rate(violated[reads]),
+            "slo_violation_rate_seen": _rate(violated[reads & seen]),
+            "regions_contacted_mean": _mean(np.asarray(t["regions_contacted"])[reads]),
+            "wan_bytes_per_request": _mean(np.asarray(t["wan_bytes"])),
+            "local_only_fraction": _rate(np.asarray(t["local_only"])[reads]),
+            "storage_bytes": float(np.sum(t["storage_bytes"])),
+            "storage_bytes_per_region": [float(b) for b in t["storage_bytes"]],
+            "cost_per_hour": {k: float(v) for k, v in t["cost"].items()},
+            "cdf_ms": cdf_points(latency[reads]),
+            "served_by": np.asarray(t["served_by"]).astype(int).tolist(),
+        }
+        if config.name in servers:
+            row["servers"] = _server_row(
+                servers[config.name], t, test, regions, time_scale
+            )
+        rows[config.name] = row
+    served = [row["servers"]["a1"]["met"] for row in rows.values() if "servers" in row]
+    return {
+        "seed": int(workload_payload["seed"]),
+        "topology": str(workload_payload["topology"]),
+        "regions": regions,
+        "semantics": semantics,
+        "time_scale": time_scale,
+        "num_vertices": len(workload_payload["indptr"]) - 1,
+        "num_edges": len(workload_payload["indices"]),
+        "history_ops": history.num_requests,
+        "test_ops": test.num_requests,
+        "rate_per_s": round(float(workload_payload["rate_per_s"]), 4),
+        "configs": rows,
+        "a1_met": all(served) if served else None,
+    }
+
+
+def _server_row(
+    replayed: Mapping[str, Any],
+    twin: Mapping[str, Any],
+    test: Requests,
+    regions: Sequence[str],
+    time_scale: float,
+) -> dict[str, Any]:
+    latency = np.asarray(replayed["latency_ms"], dtype=np.float64)
+    n = latency.shape[0]
+    reads = ~test.is_write[:n]
+    origin = test.origin[:n]
+    return {
+        "requests": n,
+        "read_ms": percentiles(latency[reads]),
+        "read_ms_per_origin": per_origin(latency[reads], origin[reads], regions),
+        "write_ms": percentiles(latency[~reads]),
+        "regions_contacted_mean": _mean(
+            np.asarray(replayed["regions_contacted"])[reads]
+        ),
+        "a1": a1_agreement(np.asarray(twin["prefix_latency_ms"]), latency, time_scale),
+    }
+
+
+def _rate(flags: np.ndarray) -> float | None:
+    return round(float(np.mean(flags)), 6) if flags.size else None
+
+
+def _mean(values: np.ndarray) -> float | None:
+    return round(float(np.mean(values)), 4) if values.size else None
+
+
+def render_outputs(outputs: Mapping[str, Any]) -> str:
+    """One line per configuration: latency, SLO misses, regions, bytes, cost, A1."""
+    lines = [
+        f"geo_bench on {outputs['topology']} ({', '.join(outputs['regions'])}), seed "
+        f"{outputs['seed']}: {outputs['num_vertices']:,} vertices, "
+        f"{outputs['num_edges']:,} edges, {outputs['test_ops']:,} test requests "
+        f"({outputs['semantics']} reads; ms unscaled)",
+        f"  {'configuration':<17} {'mean':>7} {'p50':>7} {'p99':>7} {'SLO miss':>8} "
+        f"{'regions':>7} {'WAN B/req':>9} {'local':>6} {'$/hour':>9} "
+        f"{'server p50/p99':>15} {'A1':>4}",
+    ]
+    for name, row in outputs["configs"].items():
+        read = row["read_ms"]
+        server = row.get("servers")
+        a1 = "-" if server is None else ("met" if server["a1"]["met"] else "NO")
+        agreement = (
+            "-"
+            if server is None
+            else f"{server['read_ms']['p50']:.0f}/{server['read_ms']['p99']:.0f}"
+        )
+        lines.append(
+            f"  {name:<17} {_ms(read['mean'])} {_ms(read['p50'])} {_ms(read['p99'])} "
+            f"{_pct(row['slo_violation_rate'])} "
+            f"{row['regions_contacted_mean'] or 0:>7.2f} "
+            f"{row['wan_bytes_per_request'] or 0:>9,.0f} "
+            f"{_pct(row['local_only_fraction'], 6)} "
+            f"{row['cost_per_hour']['total_usd']:>9.4f} {agreement:>15} {a1:>4}"
+        )
+    return "\n".join(lines)
+
+
+def _ms(value: float | None) -> str:
+    return f"{'-':>7}" if value is None else f"{value:>7.1f}"
+
+
+def _pct(value: float | None, width: int = 8) -> str:
+    return f"{'-':>{width}}" if value is None else f"{100 * value:>{width - 1}.1f}%"
+
+
+# -- the region servers -----------------------------------------------------------
+
+
+def replay_servers(
+    workload_payload: Mapping[str, Any],
+    placements: Mapping[str, Mapping[str, Any]],
+    *,
+    workload: GeoWorkloadConfig,
+    configs: Sequence[str],
+    requests: int,
+    time_scale: float,
+    deadline_s: float,
+    seed: int,
+) -> dict[str, dict[str, Any]]:
+    """The ``servers`` step: the first ``requests`` test requests on region servers.
+
+    One :class:`~strata.storage.geo.server.RegionCluster` per placement (its
+    configurations replay on it in turn, each with a fresh router seeded as the
+    twin's, so both plan every request alike). Latencies come back unscaled.
+    """
+    if requests <= 0:
+        return {}
+    from strata.engine.gang.start import allow_children
+    from strata.storage.geo.replay import replay
+    from strata.storage.geo.server import RegionCluster
+
+    w = workload_of(workload_payload, workload)
+    topology = topology_of(str(workload_payload["topology"]))
+    head = w.test.subset(np.arange(min(requests, w.test.num_requests)))
+    chosen = configurations(configs)
+    out: dict[str, dict[str, Any]] = {}
+    for name in dict.fromkeys(c.placement for c in chosen):
+        space, placement = _placed(w, placements[name])
+        # A process-executor worker is a daemon; the servers are its children.
+        with (
+            allow_children(),
+            RegionCluster.start(
+                topology, placement, space, {}, time_scale=time_scale
+            ) as cluster,
+        ):
+            for config in (c for c in chosen if c.placement == name):
+                router = router_of(config.router, placement, topology, seed)
+                result = replay(cluster, head, router, deadline_s=deadline_s)
+                out[config.name] = {
+                    "latency_ms": result.latency_ms,
+                    "regions_contacted": result.regions_contacted,
+                }
+    return out
