@@ -54,6 +54,7 @@ import numpy as np
 import pyarrow as pa
 import zmq
 
+from strata.storage.errors import format_error
 from strata.storage.features.server_group import _GroupState, _shutdown
 from strata.storage.geo.errors import GeoError
 from strata.storage.geo.frames import (
@@ -85,6 +86,10 @@ _WAL_RECORD = struct.Struct("<BHQ")  # kind, key, body bytes
 
 
 # ------------------------------------------------------------------ layout
+class _NotHeld(GeoError):
+    """A request named items this region does not hold (ERROR code NOT_HELD)."""
+
+
 class _TopologyLike(Protocol):
     @property
     def regions(self) -> tuple[str, ...]: ...
@@ -236,7 +241,8 @@ class RegionServer:
     Args:
         region: this region's index.
         folder: the cluster folder holding ``r<region>_k<key>.arrow`` (rows),
-            ``r<region>_items.arrow`` (payload sizes) and the write-ahead log.
+            ``r<region>_items.arrow`` (payload sizes), ``directory.arrow`` (every
+            item's holder bitmask) and the write-ahead log.
         keys: the cluster's feature keys (row widths).
         rtt_ms, bw_mbps: the (R, R) link matrices; time_scale: the factor ``s``.
         endpoint: zmq address to bind (port 0 picks one).
@@ -273,6 +279,9 @@ class RegionServer:
         sizes = _read_ipc(folder / f"r{self.region}_items.arrow")
         self._items = np.asarray(sizes.column("item").to_numpy(), dtype=np.int64)
         self._sizes = np.asarray(sizes.column("bytes").to_numpy(), dtype=np.int64)
+        # The directory: every item's holder bitmask (for errors that name holders).
+        directory = _read_ipc(folder / "directory.arrow").column("holders")
+        self.directory = np.asarray(directory.to_numpy(), dtype=np.uint32)
         self.item_versions = np.zeros(self._items.size, dtype=np.int64)
         self._wal_path = folder / f"r{self.region}.wal"
         self.replayed = self._replay_wal()
@@ -369,11 +378,11 @@ class RegionServer:
                 )
             reply = self._reply(header, batch, frames[2] if len(frames) > 2 else None)
         except GeoError as error:
-            code = (
-                ErrorCode.BAD_FRAME
-                if isinstance(error, GeoWireError)
-                else ErrorCode.BAD_REQUEST
-            )
+            code = ErrorCode.BAD_REQUEST
+            if isinstance(error, GeoWireError):
+                code = ErrorCode.BAD_FRAME
+            elif isinstance(error, _NotHeld):
+                code = ErrorCode.NOT_HELD
             reply = error_frames(request, origin, self.region, code, str(error))
         except Exception as error:  # a bug must not take the server down
             message = f"internal error in region server {self.region}: {error!r}"
@@ -402,14 +411,28 @@ class RegionServer:
         bad = held.size == 0 or not np.array_equal(held[pos], items)
         if bad:
             missing = items if held.size == 0 else items[held[pos] != items]
-            raise GeoError.build(
-                "items",
-                self._where(),
-                "items this region holds",
-                f"{missing.size} not held, e.g. {missing[:5].tolist()}",
-                "route reads with a Router over the cluster's placement",
+            raise _NotHeld(
+                format_error(
+                    "items",
+                    self._where(),
+                    "items this region holds",
+                    f"{missing.size} not held, e.g. {self._describe(missing[:3])}",
+                    "route reads with a Router over the cluster's placement",
+                )
             )
         return pos
+
+    def _describe(self, items: np.ndarray) -> str:
+        """``item 7 (held by regions [0, 2])`` from the directory, for errors."""
+        out = []
+        for item in items.tolist():
+            if not 0 <= item < self.directory.size:
+                out.append(f"item {item} (beyond the {self.directory.size} items)")
+                continue
+            mask = int(self.directory[item])
+            regions = [r for r in range(self.shim.num_regions) if mask >> r & 1]
+            out.append(f"item {item} (held by regions {regions})")
+        return ", ".join(out)
 
     def _key(self, key: int) -> GeoKey:
         if not 0 <= key < len(self.keys):
@@ -704,6 +727,8 @@ class RegionCluster:
                 }
             )
             _write_ipc(self._folder / f"r{region}_items.arrow", sizes)
+        directory = pa.table({"holders": np.asarray(lay.holders, dtype=np.uint32)})
+        _write_ipc(self._folder / "directory.arrow", directory)
         return tuple(keys)
 
     def _launch(self, region: int, endpoint: str) -> None:

@@ -7,6 +7,7 @@ import time
 
 import numpy as np
 import pytest
+import zmq
 
 from strata.storage.geo.errors import GeoError
 from strata.storage.geo.frames import (
@@ -179,3 +180,41 @@ def test_cluster_rejects_bad_input() -> None:
         pytest.raises(GeoError, match=r"region in RegionCluster\.kill"),
     ):
         cluster.kill(3)
+
+
+def _ask(endpoint: str, frames: list[bytes]) -> list[bytes]:
+    sock = zmq.Context.instance().socket(zmq.DEALER)
+    sock.setsockopt(zmq.LINGER, 0)
+    sock.setsockopt(zmq.RCVTIMEO, 5000)  # a dead server fails the test, no hang
+    try:
+        sock.connect(endpoint)
+        sock.send_multipart(frames)
+        return list(sock.recv_multipart())
+    finally:
+        sock.close(linger=0)
+
+
+def test_server_answers_bad_frames_with_errors_and_keeps_serving() -> None:
+    with RegionCluster(_layout(), {("node", "x"): X}, time_scale=0.01) as cluster:
+        endpoint = cluster.info.endpoints[0]
+        with pytest.raises(GeoWireError, match="magic"):
+            decode(_ask(endpoint, [b"garbage" * 4]))
+        not_held = encode(
+            Header(Kind.GET_ROWS, origin=0, request=9, count=1), items_batch([1])
+        )
+        with pytest.raises(GeoWireError, match=r"item 1 \(held by regions \[1\]\)"):
+            decode(_ask(endpoint, not_held))
+        bad_origin = Header(Kind.GET_ROWS, origin=7, request=1, count=1)
+        with pytest.raises(GeoWireError, match="origin"):
+            decode(_ask(endpoint, encode(bad_origin, items_batch([0]))))
+        bad_key = Header(Kind.GET_ROWS, origin=0, request=1, count=1, key=4)
+        with pytest.raises(GeoWireError, match=r"key index 0\.\.0"):
+            decode(_ask(endpoint, encode(bad_key, items_batch([0]))))
+        # Still serving: item 0 lives in region 0.
+        head, batch = decode(
+            _ask(endpoint, encode(Header(Kind.GET_ROWS, count=1), items_batch([0])))
+        )
+        assert head.kind is Kind.ROWS
+        assert batch is not None
+        np.testing.assert_array_equal(batch_rows(batch, 12).view(np.float32), X[:1])
+        assert cluster.alive(0)

@@ -220,6 +220,12 @@ def test_bad_input_gets_clear_errors() -> None:
                 store.write(("node", "x"), [0, 0], np.zeros((2, 4), dtype=np.float32))
             with pytest.raises(GeoError, match="fixed when the cluster starts"):
                 store.put(("node", "z"), np.zeros((V, 1), dtype=np.float32))
+        # A router that sends items to a region that does not hold them.
+        with (
+            GeoStore(cluster, 0, Forced(1)) as wrong,
+            pytest.raises(GeoReadError, match=r"region 1 \(R1\).*not held.*item 0"),
+        ):
+            wrong.get(("node", "x"), np.array([0]))
         spec = GeoStoreSpec(cluster.info, 1, NearestRouter(placement, topo))
         with pickle.loads(pickle.dumps(spec)).open() as store:
             np.testing.assert_array_equal(store.get(("node", "x"), [3]), X[[3]])
