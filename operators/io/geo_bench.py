@@ -44,7 +44,7 @@ from strata.operators.errors import OperatorError
 from strata.storage.csr import CSRGraph
 from strata.storage.geo import placement as pl
 from strata.storage.geo.items import ItemSpace, Placement
-from strata.storage.geo.layers import LayerTree
+from strata.storage.geo.layers import LayerTree, cross_region_pairs
 from strata.storage.geo.routing import (
     LayeredRouter,
     NearestRouter,
@@ -311,7 +311,7 @@ def _place_one(
     """One placement of :data:`PLACEMENTS` (single-primary and hash re-home items)."""
     r = topology.num_regions
     if name == "geolayer":
-        tree = LayerTree.build(topology)
+        tree = layer_tree(w, topology)
         return w.space, pl.geolayer_place(w.history, w.space, w.graph, tree, topology)
     if name == "random3":
         return w.space, pl.random_k(w.space, r, k=3, seed=seed)
@@ -356,7 +356,9 @@ def place(
     return out
 
 
-def _placed(w: GeoWorkload, placed: Mapping[str, Any]) -> tuple[ItemSpace, Placement]:
+def placement_of(
+    w: GeoWorkload, placed: Mapping[str, Any]
+) -> tuple[ItemSpace, Placement]:
     space = ItemSpace(
         w.space.num_vertices,
         w.space.num_edges,
@@ -366,10 +368,20 @@ def _placed(w: GeoWorkload, placed: Mapping[str, Any]) -> tuple[ItemSpace, Place
     return space, Placement(np.asarray(placed["holders"]))
 
 
-def router_of(kind: str, placement: Placement, topology: Topology, seed: int) -> Router:
+def layer_tree(w: GeoWorkload, topology: Topology) -> LayerTree:
+    """The latency-layered tree over the region pairs the graph's edges join (§3.2)."""
+    src = np.repeat(np.arange(w.graph.num_nodes), np.diff(w.graph.indptr))
+    home = w.vertex_home
+    pairs = cross_region_pairs(home[src], home[w.graph.indices], topology.num_regions)
+    return LayerTree.build(topology, pairs)
+
+
+def router_of(
+    kind: str, placement: Placement, topology: Topology, tree: LayerTree, seed: int
+) -> Router:
     """A configuration's router: ``layered``, ``random`` (seeded) or ``nearest``."""
     if kind == "layered":
-        return LayeredRouter(placement, LayerTree.build(topology), topology)
+        return LayeredRouter(placement, tree, topology)
     if kind == "random":
         return RandomRouter(placement, seed=seed)
     if kind == "nearest":
@@ -399,18 +411,19 @@ def simulate_twin(
     """
     w = workload_of(workload_payload, workload)
     topology = topology_of(str(workload_payload["topology"]))
+    tree = layer_tree(w, topology)
     mode: Semantics = "traversal" if semantics == "traversal" else "pattern"
     head = w.test.subset(np.arange(min(prefix, w.test.num_requests)))
     out: dict[str, dict[str, Any]] = {}
     for config in configurations(configs):
-        space, placement = _placed(w, placements[config.placement])
-        router = router_of(config.router, placement, topology, seed)
+        space, placement = placement_of(w, placements[config.placement])
+        router = router_of(config.router, placement, topology, tree, seed)
         result = simulate(
             w.test, placement, router, topology, space=space, semantics=mode
         )
         out[config.name] = _twin_payload(result)
         if head.num_requests:
-            router = router_of(config.router, placement, topology, seed)
+            router = router_of(config.router, placement, topology, tree, seed)
             first = simulate(
                 head, placement, router, topology, space=space, semantics="pattern"
             )
@@ -605,11 +618,12 @@ def replay_servers(
 
     w = workload_of(workload_payload, workload)
     topology = topology_of(str(workload_payload["topology"]))
+    tree = layer_tree(w, topology)
     head = w.test.subset(np.arange(min(requests, w.test.num_requests)))
     chosen = configurations(configs)
     out: dict[str, dict[str, Any]] = {}
     for name in dict.fromkeys(c.placement for c in chosen):
-        space, placement = _placed(w, placements[name])
+        space, placement = placement_of(w, placements[name])
         # A process-executor worker is a daemon; the servers are its children.
         with (
             allow_children(),
@@ -618,7 +632,7 @@ def replay_servers(
             ) as cluster,
         ):
             for config in (c for c in chosen if c.placement == name):
-                router = router_of(config.router, placement, topology, seed)
+                router = router_of(config.router, placement, topology, tree, seed)
                 result = replay(cluster, head, router, deadline_s=deadline_s)
                 out[config.name] = {
                     "latency_ms": result.latency_ms,

@@ -15,6 +15,7 @@ from strata.jobs import geo_bench
 from strata.operators.cli.main import main
 from strata.operators.io.geo_bench import (
     generate,
+    layer_tree,
     place,
     router_of,
     topology_of,
@@ -107,7 +108,8 @@ def test_latencies_are_the_twins(twin_outputs: dict[str, Any]) -> None:
     placed = place(payload, workload=cfg, placements=("random3",), seed=3)["random3"]
     space = ItemSpace(1000, w.space.num_edges, w.space.item_bytes, placed["home"])
     placement = Placement(placed["holders"])
-    router = router_of("random", placement, topology, seed=3)
+    tree = layer_tree(w, topology)
+    router = router_of("random", placement, topology, tree, seed=3)
     result = simulate(w.test, placement, router, topology, space=space)
     reads = ~w.test.is_write
     latency = result.latency_ms[reads]
