@@ -159,15 +159,16 @@ def replay(
     served_bytes = np.zeros((r, r), dtype=np.int64)
     errors: list[str] = []
     owner: dict[int, tuple[int, int]] = {}  # request id -> (request index, region)
-    t0 = time.perf_counter() + lead_s
-    arrivals = t0 + np.asarray(requests.arrival_s, dtype=np.float64) * scale
-    starts = [(float(arrivals[i]), i) for i in order.tolist()]
-    heapq.heapify(starts)
     live: dict[int, _Open] = {}
     deadlines: list[tuple[float, int]] = []
 
     with Transport(info, sorted(set(origin.tolist()))) as transport:
         transport.connect()
+        transport.warm()
+        t0 = time.perf_counter() + lead_s
+        arrivals = t0 + np.asarray(requests.arrival_s, dtype=np.float64) * scale
+        starts = [(float(arrivals[i]), i) for i in order.tolist()]
+        heapq.heapify(starts)
 
         def send(job: _Open, plan: dict[int, np.ndarray], now: float) -> None:
             kind = Kind.PUT_ITEMS if job.write else Kind.GET_ITEMS

@@ -68,6 +68,7 @@ from strata.storage.geo.frames import (
     decode,
     encode,
     error_frames,
+    items_batch,
     payload_batch,
     rows_batch,
 )
@@ -285,12 +286,26 @@ class RegionServer:
         self.item_versions = np.zeros(self._items.size, dtype=np.int64)
         self._wal_path = folder / f"r{self.region}.wal"
         self.replayed = self._replay_wal()
+        self._warm()
         self._wal = os.open(
             self._wal_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600
         )
         self._socket: zmq.Socket[Any] | None = None
         self._due: list[tuple[float, int, list[Any]]] = []
         self._seq = 0
+
+    def _warm(self) -> None:
+        """Run every reply path once on no items before serving.
+
+        pyarrow and numpy load code on first use; without this the first request
+        of each kind pays ~100 ms, which shows up as a latency outlier.
+        """
+        empty = np.empty(0, dtype=np.int64)
+        for kind, key in [(Kind.GET_ITEMS, 0)] + [
+            (Kind.GET_ROWS, k) for k in range(len(self.keys))
+        ]:
+            header, batch = decode(encode(Header(kind, key=key), items_batch(empty)))
+            decode(self._reply(header, batch, None))
 
     # -------------------------------------------------------------- the log
     def _replay_wal(self) -> int:

@@ -135,33 +135,28 @@ def _gone(pids: list[int]) -> bool:
     return False
 
 
-def test_cluster_starts_one_process_per_region_and_leaves_nothing() -> None:
+def test_cluster_lifecycle_kill_restart_and_nothing_left() -> None:
     cluster = RegionCluster(_layout(), {("node", "x"): X}, time_scale=0.05)
-    pids = list(cluster.pids.values())
     folder = cluster._folder
-    assert len(set(pids)) == 3
+    assert len(set(cluster.pids.values())) == 3
     assert all(cluster.alive(r) for r in range(3))
     assert [k.attr for k in cluster.info.keys] == ["x"]
     assert len(set(cluster.info.endpoints)) == 3
+    endpoint, old = cluster.info.endpoints[1], cluster.pids[1]
+    cluster.kill(1)
+    assert not cluster.alive(1)
+    assert cluster.alive(0)
+    cluster.restart(1)
+    assert cluster.alive(1)
+    assert cluster.pids[1] != old
+    assert cluster.info.endpoints[1] == endpoint  # clients keep their address
+    with pytest.raises(GeoError, match=r"region in RegionCluster\.kill"):
+        cluster.kill(3)
+    pids = list(cluster.pids.values())
     cluster.close()
     cluster.close()  # idempotent
     assert _gone(pids)
     assert not folder.exists()
-
-
-def test_kill_and_restart_keep_the_endpoint() -> None:
-    with RegionCluster(_layout(), {("node", "x"): X}, time_scale=0.05) as cluster:
-        endpoint = cluster.info.endpoints[1]
-        old = cluster.pids[1]
-        cluster.kill(1)
-        assert not cluster.alive(1)
-        assert cluster.alive(0)
-        cluster.restart(1)
-        assert cluster.alive(1)
-        assert cluster.pids[1] != old
-        assert cluster.info.endpoints[1] == endpoint
-        pids = list(cluster.pids.values())
-    assert _gone(pids)
 
 
 def test_cluster_rejects_bad_input() -> None:
@@ -175,11 +170,6 @@ def test_cluster_rejects_bad_input() -> None:
         _layout(np.full(N, 8, dtype=np.uint32))
     with pytest.raises(GeoError, match="time_scale"):
         RegionCluster(_layout(), {("node", "x"): X}, time_scale=-1.0)
-    with (
-        RegionCluster(_layout(), {("node", "x"): X}, time_scale=0.05) as cluster,
-        pytest.raises(GeoError, match=r"region in RegionCluster\.kill"),
-    ):
-        cluster.kill(3)
 
 
 def _ask(endpoint: str, frames: list[bytes]) -> list[bytes]:
