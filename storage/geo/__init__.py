@@ -10,8 +10,19 @@ WAN shim (:mod:`.wan`).
 
 from strata.storage.geo.cost import CostBreakdown, CostConfig
 from strata.storage.geo.errors import GeoError
+from strata.storage.geo.heat import HeatConfig, HeatResult, diffuse
 from strata.storage.geo.items import ItemSpace, Placement
 from strata.storage.geo.layers import Cluster, LayerTree, cross_region_pairs
+from strata.storage.geo.placement import (
+    GeoPlaceConfig,
+    full_replication,
+    geolayer_place,
+    hash_layout,
+    home_only,
+    random_k,
+    single_primary,
+    top_k,
+)
 from strata.storage.geo.routing import (
     LayeredRouter,
     NearestRouter,
@@ -20,12 +31,24 @@ from strata.storage.geo.routing import (
     write_plan,
 )
 from strata.storage.geo.topology import Prices, Topology, table1, uniform
+from strata.storage.geo.twin import TwinResult, simulate
+from strata.storage.geo.workload import (
+    GeoWorkload,
+    GeoWorkloadConfig,
+    Requests,
+    synthetic_workload,
+)
 
 __all__ = [
     "Cluster",
     "CostBreakdown",
     "CostConfig",
     "GeoError",
+    "GeoPlaceConfig",
+    "GeoWorkload",
+    "GeoWorkloadConfig",
+    "HeatConfig",
+    "HeatResult",
     "ItemSpace",
     "LayerTree",
     "LayeredRouter",
@@ -33,10 +56,22 @@ __all__ = [
     "Placement",
     "Prices",
     "RandomRouter",
+    "Requests",
     "Router",
     "Topology",
+    "TwinResult",
     "cross_region_pairs",
+    "diffuse",
+    "full_replication",
+    "geolayer_place",
+    "hash_layout",
+    "home_only",
+    "random_k",
+    "simulate",
+    "single_primary",
+    "synthetic_workload",
     "table1",
+    "top_k",
     "uniform",
     "write_plan",
 ]

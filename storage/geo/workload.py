@@ -201,15 +201,21 @@ def _expand(  # pragma: no cover - numba
                 e = indptr[cur] + np.random.randint(0, deg)  # noqa: NPY002
                 nb = indices[e]
                 before = pos
-                out[pos] = num_vertices + e
-                pos += 1
+                seen = False
+                for k in range(start, pos):  # a walk may step back along an edge
+                    if out[k] == num_vertices + e:
+                        seen = True
+                if not seen:
+                    out[pos] = num_vertices + e
+                    pos += 1
                 if stamp[nb] != i:
                     stamp[nb] = i
                     out[pos] = nb
                     pos += 1
-                round_sizes[nr] = pos - before
-                nr += 1
-                rounds[i] += 1
+                if pos > before:
+                    round_sizes[nr] = pos - before
+                    nr += 1
+                    rounds[i] += 1
                 cur = nb
         elif kind == 1 or kind == 2:
             nf = 1

@@ -1,0 +1,687 @@
+"""GeoLayer twin-side acceptance (spec systems/geolayer.md §4): A2-A10 and A8.
+
+Every configuration of spec §3.6 runs on the SAME synthetic workload (full size: 200k
+vertices, ~2M edges, 1e5 history and 1e4 test operations) for each seed; figures are
+the mean of per-seed ratios, spreads the per-seed min and max.
+
+    .venv/bin/python -m benchmarks.storage.geo.twin_acceptance [--seeds 0 1 2] [--quick]
+
+Writes ``benchmarks/results/geo_twin.json`` (acceptance rows) and
+``benchmarks/results/geo_twin_configs.json`` (per-configuration summaries per seed).
+Importable pieces for the pytest-benchmark suite and the job:
+:func:`run_twin_configurations` (one seed, all configurations), :func:`acceptance_rows`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numba
+import numpy as np
+
+from strata.storage.geo.cost import CostConfig
+from strata.storage.geo.items import ItemSpace, Placement
+from strata.storage.geo.layers import LayerTree, cross_region_pairs
+from strata.storage.geo.optimal import evaluate_holders, solve_optimal, tiny_instance
+from strata.storage.geo.placement import (
+    GeoPlaceConfig,
+    full_replication,
+    geolayer_place,
+    hash_layout,
+    home_only,
+    random_k,
+    single_primary,
+    top_k,
+)
+from strata.storage.geo.routing import (
+    LayeredRouter,
+    NearestRouter,
+    RandomRouter,
+    Router,
+)
+from strata.storage.geo.topology import Topology, table1, uniform
+from strata.storage.geo.twin import Semantics, TwinResult, simulate
+from strata.storage.geo.workload import (
+    GeoWorkload,
+    GeoWorkloadConfig,
+    synthetic_workload,
+)
+
+RESULTS = Path(__file__).resolve().parents[2] / "results"
+COMMAND = ".venv/bin/python -m benchmarks.storage.geo.twin_acceptance"
+
+GEOLAYER = "GeoLayer"
+RANDOM3 = "Random-3 (random routing)"
+RANDOM3_NEAREST = "Random-3 (nearest routing)"
+TOP3 = "Top-3 (random routing)"
+TOP3_NEAREST = "Top-3 (nearest routing)"
+SINGLE = "single-primary"
+HASH = "hash"
+FULL = "full replication"
+HOME = "home-only"
+ABL_ROUTING = "Random-3 + layered routing (routing only)"
+ABL_PLACEMENT = "GeoLayer placement + random routing (placement only)"
+ALL_CONFIGS = (
+    GEOLAYER,
+    RANDOM3,
+    RANDOM3_NEAREST,
+    TOP3,
+    TOP3_NEAREST,
+    SINGLE,
+    HASH,
+    FULL,
+    HOME,
+    ABL_ROUTING,
+    ABL_PLACEMENT,
+)
+
+
+@dataclass(frozen=True, eq=False)
+class ConfigResult:
+    """One configuration's twin run on one seed."""
+
+    name: str
+    seed: int
+    placement_s: float
+    twin: TwinResult
+    from_history: np.ndarray
+
+    @property
+    def reads(self) -> np.ndarray:
+        """Read-request mask."""
+        return self.twin.reads
+
+    @property
+    def read_latency_ms(self) -> np.ndarray:
+        """Latency of the read requests (ms)."""
+        return self.twin.latency_ms[self.reads]
+
+    @property
+    def storage_bytes(self) -> float:
+        """Total bytes stored over all regions."""
+        return float(self.twin.storage_bytes.sum())
+
+    def summary(self, region_names: Sequence[str]) -> dict[str, Any]:
+        """The figures spec §4 reports for every configuration."""
+        t, rd = self.twin, self.reads
+        lat = t.latency_ms[rd]
+        per_origin = {}
+        for o, name in enumerate(region_names):
+            sel = t.latency_ms[rd & (t.origin == o)]
+            if sel.size:
+                per_origin[name] = [
+                    float(np.quantile(sel, q)) for q in (0.5, 0.95, 0.99)
+                ]
+        wr = t.latency_ms[t.is_write]
+        c = t.cost
+        return {
+            "config": self.name,
+            "seed": self.seed,
+            "read_p50_p95_p99_ms": [
+                float(np.quantile(lat, q)) for q in (0.5, 0.95, 0.99)
+            ],
+            "read_mean_ms": float(lat.mean()),
+            "read_per_origin_p50_p95_p99_ms": per_origin,
+            "write_p50_p99_ms": [float(np.quantile(wr, q)) for q in (0.5, 0.99)]
+            if wr.size
+            else None,
+            "slo_violation_rate": float(t.slo_violation[rd].mean()),
+            "mean_regions_contacted": float(t.regions_contacted[rd].mean()),
+            "wan_bytes_per_request": float(t.wan_bytes.mean()),
+            "local_only_fraction": float(t.local_only[rd].mean()),
+            "storage_bytes": self.storage_bytes,
+            "cost_per_hour": {
+                "C(S)": c.storage_usd,
+                "C(R)": c.read_usd,
+                "C(W)": c.write_usd,
+                "C(A)_units": c.assoc_units,
+                "C(A)_usd": c.assoc_usd,
+                "dollars": c.dollars_usd,
+                "total": c.total_usd,
+            },
+            "served_by_items": t.served_items.tolist(),
+            "placement_s": self.placement_s,
+        }
+
+
+def _timed(fn: Callable[[], Placement]) -> tuple[Placement, float]:
+    t0 = time.perf_counter()
+    out = fn()
+    return out, time.perf_counter() - t0
+
+
+def build_configurations(
+    workload: GeoWorkload,
+    topology: Topology,
+    seed: int,
+    names: Sequence[str] = ALL_CONFIGS,
+    place_cfg: GeoPlaceConfig | None = None,
+) -> list[tuple[str, ItemSpace, Placement, Router, float]]:
+    """(name, item space, placement, router, placement seconds) per configuration."""
+    r = topology.num_regions
+    space = workload.space
+    src = np.repeat(np.arange(workload.graph.num_nodes), np.diff(workload.graph.indptr))
+    vh = workload.vertex_home
+    tree = LayerTree.build(
+        topology, cross_region_pairs(vh[src], vh[workload.graph.indices], r)
+    )
+    cache: dict[str, tuple[Placement, float]] = {}
+
+    def geo() -> tuple[Placement, float]:
+        if "geo" not in cache:
+            cache["geo"] = _timed(
+                lambda: geolayer_place(
+                    workload.history, space, workload.graph, tree, topology, place_cfg
+                )
+            )
+        return cache["geo"]
+
+    def rnd() -> tuple[Placement, float]:
+        if "r3" not in cache:
+            cache["r3"] = _timed(lambda: random_k(space, r, 3, seed))
+        return cache["r3"]
+
+    def top() -> tuple[Placement, float]:
+        if "t3" not in cache:
+            cache["t3"] = _timed(lambda: top_k(workload.history, space, r, 3))
+        return cache["t3"]
+
+    out: list[tuple[str, ItemSpace, Placement, Router, float]] = []
+    for name in names:
+        if name == GEOLAYER:
+            p, s = geo()
+            out.append((name, space, p, LayeredRouter(p, tree, topology), s))
+        elif name == ABL_PLACEMENT:
+            p, s = geo()
+            out.append((name, space, p, RandomRouter(p, seed), s))
+        elif name in (RANDOM3, RANDOM3_NEAREST, ABL_ROUTING):
+            p, s = rnd()
+            router: Router
+            if name == RANDOM3:
+                router = RandomRouter(p, seed)
+            elif name == RANDOM3_NEAREST:
+                router = NearestRouter(p, topology)
+            else:
+                router = LayeredRouter(p, tree, topology)
+            out.append((name, space, p, router, s))
+        elif name in (TOP3, TOP3_NEAREST):
+            p, s = top()
+            router = (
+                RandomRouter(p, seed) if name == TOP3 else NearestRouter(p, topology)
+            )
+            out.append((name, space, p, router, s))
+        elif name == SINGLE:
+            t0 = time.perf_counter()
+            sp, p = single_primary(space, workload.graph, 0)
+            out.append(
+                (name, sp, p, NearestRouter(p, topology), time.perf_counter() - t0)
+            )
+        elif name == HASH:
+            t0 = time.perf_counter()
+            sp, p = hash_layout(space, workload.graph, r)
+            out.append(
+                (name, sp, p, NearestRouter(p, topology), time.perf_counter() - t0)
+            )
+        elif name == FULL:
+            p, s = _timed(lambda: full_replication(space, r))
+            out.append((name, space, p, NearestRouter(p, topology), s))
+        elif name == HOME:
+            p, s = _timed(lambda: home_only(space))
+            out.append((name, space, p, NearestRouter(p, topology), s))
+        else:
+            raise ValueError(
+                f"unknown configuration {name!r}; expected one of {ALL_CONFIGS}"
+            )
+    return out
+
+
+def run_twin_configurations(
+    topology: Topology,
+    cfg: GeoWorkloadConfig,
+    seed: int,
+    names: Sequence[str] = ALL_CONFIGS,
+    semantics: Semantics = "pattern",
+    workload: GeoWorkload | None = None,
+    cost_config: CostConfig | None = None,
+) -> list[ConfigResult]:
+    """Every named configuration on one seed's workload, simulated on the twin."""
+    w = workload or synthetic_workload(topology, cfg, seed)
+    test = w.test
+    from_history = np.isin(test.source, w.history.source[~w.history.is_write])
+    out = []
+    for name, space, placement, router, took in build_configurations(
+        w, topology, seed, names
+    ):
+        res = simulate(
+            test,
+            placement,
+            router,
+            topology,
+            space=space,
+            semantics=semantics,
+            cost_config=cost_config,
+        )
+        out.append(ConfigResult(name, seed, took, res, from_history))
+    return out
+
+
+# ------------------------------------------------------------------ acceptance rows
+
+
+def _row(
+    work: str,
+    metric: str,
+    better: str,
+    strata: Sequence[float],
+    peer: str,
+    peer_values: Sequence[float],
+    ratios: Sequence[float],
+    target: str,
+    met: bool,
+    note: str = "",
+) -> dict[str, Any]:
+    s, pv = np.asarray(strata, float), np.asarray(peer_values, float)
+    return {
+        "work": work,
+        "metric": metric,
+        "better": better,
+        "strata": float(s.mean()),
+        "strata_spread": [float(s.min()), float(s.max())],
+        "peer": peer,
+        "peer_value": float(pv.mean()),
+        "peer_spread": [float(pv.min()), float(pv.max())],
+        "ratio": float(s.mean() / pv.mean()) if pv.mean() else float("inf"),
+        "target": target,
+        "met": bool(met),
+        "command": COMMAND,
+        "note": (
+            note + f" Mean of per-seed ratios {float(np.mean(ratios)):.4g} "
+            f"(per seed {[round(float(x), 4) for x in ratios]})."
+        ).strip(),
+    }
+
+
+def _by_name(results: list[ConfigResult]) -> dict[str, ConfigResult]:
+    return {r.name: r for r in results}
+
+
+def _p(x: np.ndarray, q: float) -> float:
+    return float(np.quantile(x, q)) if x.size else float("nan")
+
+
+def acceptance_rows(
+    per_seed: list[list[ConfigResult]],
+    uniform_per_seed: list[list[ConfigResult]] | None = None,
+) -> list[dict[str, Any]]:
+    """A2-A7, A9 and A10 rows from per-seed runs of every configuration."""
+    seeds = [_by_name(x) for x in per_seed]
+    rows: list[dict[str, Any]] = []
+
+    def metric_rows(
+        work: str,
+        metric: str,
+        fn: Callable[[ConfigResult], float],
+        peers: Sequence[str],
+        target: str,
+        limit: float,
+        note: str = "",
+        better: str = "lower",
+    ) -> None:
+        for peer in peers:
+            s = [fn(d[GEOLAYER]) for d in seeds]
+            pv = [fn(d[peer]) for d in seeds]
+            ratios = [a / b if b else float("inf") for a, b in zip(s, pv, strict=True)]
+            mean_ratio = float(np.mean(ratios))
+            met = mean_ratio <= limit if better == "lower" else mean_ratio >= limit
+            rows.append(
+                _row(work, metric, better, s, peer, pv, ratios, target, met, note)
+            )
+
+    fair = (
+        "Pitfall 9: same baseline with nearest routing, so gains are not routing only."
+    )
+    metric_rows(
+        "A2 online latency, mean (reads, Table I)",
+        "ms",
+        lambda c: float(c.read_latency_ms.mean()),
+        [RANDOM3, TOP3],
+        "<= 0.667 (>= 1.5x lower)",
+        1 / 1.5,
+    )
+    metric_rows(
+        "A2 online latency, p99 (reads, Table I)",
+        "ms",
+        lambda c: _p(c.read_latency_ms, 0.99),
+        [RANDOM3, TOP3],
+        "<= 0.769 (>= 1.3x lower)",
+        1 / 1.3,
+    )
+    metric_rows(
+        "A2 online latency, mean (reads; fairness rows)",
+        "ms",
+        lambda c: float(c.read_latency_ms.mean()),
+        [RANDOM3_NEAREST, TOP3_NEAREST],
+        "<= 0.667 (>= 1.5x lower)",
+        1 / 1.5,
+        fair,
+    )
+    metric_rows(
+        "A2 online latency, p99 (reads; fairness rows)",
+        "ms",
+        lambda c: _p(c.read_latency_ms, 0.99),
+        [RANDOM3_NEAREST, TOP3_NEAREST],
+        "<= 0.769 (>= 1.3x lower)",
+        1 / 1.3,
+        fair,
+    )
+
+    def non_use_p50(c: ConfigResult) -> float:
+        sel = c.reads & (c.twin.origin != 0)
+        return _p(c.twin.latency_ms[sel], 0.5)
+
+    metric_rows(
+        "A3 p50 latency, reads from non-USE origins",
+        "ms",
+        non_use_p50,
+        [SINGLE],
+        "<= 0.5 (>= 2x lower)",
+        0.5,
+    )
+
+    # A4: absolute local fraction, and storage / C(W) against full replication.
+    s = [float(d[GEOLAYER].twin.local_only[d[GEOLAYER].reads].mean()) for d in seeds]
+    pv = [float(d[FULL].twin.local_only[d[FULL].reads].mean()) for d in seeds]
+    rows.append(
+        _row(
+            "A4 reads served entirely in the origin region",
+            "fraction",
+            "higher",
+            s,
+            FULL,
+            pv,
+            [a / b for a, b in zip(s, pv, strict=True)],
+            ">= 0.5 of reads (absolute)",
+            float(np.mean(s)) >= 0.5,
+            "Target is on the absolute fraction (strata), not the ratio.",
+        )
+    )
+    metric_rows(
+        "A4 storage bytes", "bytes", lambda c: c.storage_bytes, [FULL], "<= 0.5", 0.5
+    )
+    metric_rows(
+        "A4 C(W) per 1-hour window",
+        "USD",
+        lambda c: c.twin.cost.write_usd,
+        [FULL],
+        "<= 0.5",
+        0.5,
+    )
+
+    def slo(c: ConfigResult) -> float:
+        return float(c.twin.slo_violation[c.reads].mean())
+
+    metric_rows(
+        "A5 SLO violation rate (reads)",
+        "fraction",
+        slo,
+        [RANDOM3, TOP3, HASH],
+        "< 1 (below the baseline)",
+        1.0 - 1e-12,
+    )
+    s = [
+        float(
+            d[GEOLAYER]
+            .twin.slo_violation[d[GEOLAYER].reads & d[GEOLAYER].from_history]
+            .mean()
+        )
+        for d in seeds
+    ]
+    pv = [
+        float(
+            d[RANDOM3]
+            .twin.slo_violation[d[RANDOM3].reads & d[RANDOM3].from_history]
+            .mean()
+        )
+        for d in seeds
+    ]
+    rows.append(
+        _row(
+            "A5 SLO violation rate, reads whose source is in the history",
+            "fraction",
+            "lower",
+            s,
+            RANDOM3,
+            pv,
+            [a / b for a, b in zip(s, pv, strict=True)],
+            "<= 0.10 (absolute)",
+            float(np.mean(s)) <= 0.10,
+            "Target is on the absolute rate (strata).",
+        )
+    )
+    metric_rows(
+        "A6 mean regions contacted (reads)",
+        "regions",
+        lambda c: float(c.twin.regions_contacted[c.reads].mean()),
+        [HASH, RANDOM3],
+        "<= 1.0",
+        1.0,
+    )
+    metric_rows(
+        "A6 WAN bytes per request",
+        "bytes",
+        lambda c: float(c.twin.wan_bytes.mean()),
+        [HASH, RANDOM3],
+        "<= 1.0",
+        1.0,
+    )
+    dollars = [
+        (
+            d[GEOLAYER].twin.cost.dollars_usd,
+            d[RANDOM3].twin.cost.dollars_usd,
+            d[TOP3].twin.cost.dollars_usd,
+        )
+        for d in seeds
+    ]
+    note = (
+        "Total = C(S)+C(R)+C(W)+assoc_usd*C(A) per 1-hour window (assoc_usd=1e-6); "
+        "pure-dollar "
+        "sum C(S)+C(R)+C(W) GeoLayer/Random-3/Top-3 per seed: "
+        + "; ".join(f"{a:.4g}/{b:.4g}/{c:.4g}" for a, b, c in dollars)
+        + "."
+    )
+    metric_rows(
+        "A7 total cost per 1-hour window",
+        "USD",
+        lambda c: c.twin.cost.total_usd,
+        [RANDOM3, TOP3],
+        "<= 0.75 (>= 25% lower)",
+        0.75,
+        note,
+    )
+    # A9: both > placement only > routing only > neither (mean read latency).
+    order = [
+        (GEOLAYER, ABL_PLACEMENT),
+        (ABL_PLACEMENT, ABL_ROUTING),
+        (ABL_ROUTING, RANDOM3),
+    ]
+    for a, b in order:
+        s = [float(d[a].read_latency_ms.mean()) for d in seeds]
+        pv = [float(d[b].read_latency_ms.mean()) for d in seeds]
+        ratios = [x / y for x, y in zip(s, pv, strict=True)]
+        rows.append(
+            _row(
+                f"A9 ablation order: {a} faster than {b}",
+                "ms",
+                "lower",
+                s,
+                b,
+                pv,
+                ratios,
+                "< 1",
+                float(np.mean(ratios)) < 1.0,
+                f"strata here is '{a}'.",
+            )
+        )
+    if uniform_per_seed:
+        useeds = [_by_name(x) for x in uniform_per_seed]
+        s = [
+            float(
+                d[RANDOM3].read_latency_ms.mean() / d[GEOLAYER].read_latency_ms.mean()
+            )
+            for d in seeds
+        ]
+        pv = [
+            float(
+                d[RANDOM3].read_latency_ms.mean() / d[GEOLAYER].read_latency_ms.mean()
+            )
+            for d in useeds
+        ]
+        ratios = [x / y for x, y in zip(s, pv, strict=True)]
+        rows.append(
+            _row(
+                "A10 heterogeneity: speedup over Random-3 (mean read latency)",
+                "x",
+                "higher",
+                s,
+                "uniform 70 ms / 90 Mbps matrix",
+                pv,
+                ratios,
+                "> 1",
+                float(np.mean(ratios)) > 1.0,
+                "strata = speedup on Table I.",
+            )
+        )
+    return rows
+
+
+#: The A8 instance (spec §4): 2k vertices, 5 regions, the 200 most-read patterns.
+TINY = GeoWorkloadConfig(num_vertices=2_000, history_ops=2_000, test_ops=100)
+
+
+def optimal_gap(
+    seed: int, num_patterns: int = 200, time_limit: float = 200.0
+) -> dict[str, Any]:
+    """A8 on one seed: GeoLayer's placement vs the exact optimum of one programme."""
+    topo = table1()
+    w = synthetic_workload(topo, TINY, seed)
+    inst = tiny_instance(w, topo, num_patterns)
+    t0 = time.perf_counter()
+    opt = solve_optimal(inst, time_limit)
+    solve_s = time.perf_counter() - t0
+    tree = LayerTree.build(topo)
+    placed = geolayer_place(w.history, w.space, w.graph, tree, topo)
+    geo = evaluate_holders(inst, placed.holders[inst.items])
+    return {
+        "seed": seed,
+        "items": int(inst.items.size),
+        "pairs": int(inst.pair_reader.size),
+        "geolayer_usd": geo.cost_usd,
+        "optimum_usd": opt.cost_usd,
+        "lower_bound_usd": opt.lower_bound_usd,
+        "solver_status": opt.status,
+        "solver_message": opt.message,
+        "solve_s": solve_s,
+    }
+
+
+def optimal_gap_row(seeds: Sequence[int], quick: bool = False) -> dict[str, Any]:
+    """The A8 row: GeoLayer cost / optimum cost (the gap is ratio - 1)."""
+    runs = [
+        optimal_gap(s, 20 if quick else 200, 30.0 if quick else 200.0) for s in seeds
+    ]
+    geo = [r["geolayer_usd"] for r in runs]
+    # Against HiGHS's proven lower bound: equal to the optimum when solved to
+    # optimality, otherwise the gap shown can only overstate the true one.
+    low = [r["lower_bound_usd"] for r in runs]
+    ratios = [g / lo for g, lo in zip(geo, low, strict=True)]
+    per_seed = "; ".join(
+        f"seed {r['seed']}: {r['items']} items, {r['pairs']} read pairs, HiGHS status "
+        f"{r['solver_status']} in {r['solve_s']:.0f} s, best {r['optimum_usd']:.6g}"
+        for r in runs
+    )
+    note = (
+        "Tiny instance: 2k vertices, 5 regions (Table I), the 200 most-read patterns, "
+        "history-window costs without C(A)'s latency-spread term, SLO relaxed "
+        "(storage/geo/optimal.py); GeoLayer's placement costed with optimal routing. "
+        + per_seed
+        + "."
+    )
+    return _row(
+        "A8 optimality gap, tiny instance (cost / optimum)",
+        "USD per history window",
+        "lower",
+        geo,
+        "exact optimum (scipy.optimize.milp, HiGHS)",
+        low,
+        ratios,
+        "<= 1.15 (gap <= 15%)",
+        float(np.mean(ratios)) <= 1.15,
+        note,
+    )
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    ap.add_argument("--quick", action="store_true", help="small workload, print only")
+    ap.add_argument("--no-optimal", action="store_true", help="skip A8")
+    args = ap.parse_args(argv)
+    numba.set_num_threads(min(2, numba.config.NUMBA_NUM_THREADS))
+    cfg = GeoWorkloadConfig.small() if args.quick else GeoWorkloadConfig()
+    topo, flat = table1(), uniform(5, 70.0, 90.0)
+    per_seed, uni, details = [], [], []
+    t0 = time.perf_counter()
+    for seed in args.seeds:
+        res = run_twin_configurations(topo, cfg, seed)
+        per_seed.append(res)
+        details += [r.summary(topo.regions) for r in res]
+        ures = run_twin_configurations(flat, cfg, seed, names=(GEOLAYER, RANDOM3))
+        uni.append(ures)
+        details += [
+            dict(r.summary(flat.regions), topology="uniform 70/90") for r in ures
+        ]
+        trav = run_twin_configurations(
+            topo, cfg, seed, names=(GEOLAYER, RANDOM3, TOP3), semantics="traversal"
+        )
+        details += [dict(r.summary(topo.regions), semantics="traversal") for r in trav]
+        print(f"seed {seed} done at {time.perf_counter() - t0:.0f} s", file=sys.stderr)
+    rows = acceptance_rows(per_seed, uni)
+    if not args.no_optimal:
+        rows.append(optimal_gap_row(args.seeds, quick=args.quick))
+    for r in rows:
+        print(
+            f"{'MET ' if r['met'] else 'MISS'} {r['work']} vs {r['peer']}: "
+            f"{r['strata']:.4g} / "
+            f"{r['peer_value']:.4g}; target {r['target']}"
+        )
+    if args.quick:
+        return
+    RESULTS.mkdir(exist_ok=True)
+    _write(RESULTS / "geo_twin.json", {"topic": "geo_twin", "rows": rows})
+    _write(
+        RESULTS / "geo_twin_configs.json",
+        {
+            "command": COMMAND,
+            "seeds": list(args.seeds),
+            "workload": repr(cfg),
+            "seconds": time.perf_counter() - t0,
+            "configs": details,
+        },
+    )
+
+
+def _write(path: Path, obj: object) -> None:
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(obj, indent=1))
+    tmp.replace(path)
+
+
+if __name__ == "__main__":
+    main()
