@@ -43,6 +43,7 @@ import subprocess
 import sys
 import threading
 import time
+import traceback
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from multiprocessing.context import ForkServerContext
@@ -225,6 +226,7 @@ def serve(
     It stops once ``producers`` producers said ``end`` to this incarnation.
     """
     root = Path(directory)
+    _stderr_to(root / "job.stderr")
     p = Pipeline("chaos")
     source = ZmqIngest(
         str(root / "log"), endpoint, tick_ms=20, expected_producers=producers
@@ -235,9 +237,34 @@ def serve(
     result = execute(
         p, "local", config=RunConfig(checkpoint=checkpoint, resume=resume), check=False
     )
-    if result.error is not None:
-        print(result.error, file=sys.stderr)
+    if result.error is not None:  # the whole chain: the step's own traceback too
+        traceback.print_exception(result.error, file=sys.stderr)
+        sys.stderr.flush()
     os._exit(0 if result.ok else 1)
+
+
+def _stderr_to(path: Path) -> None:  # pragma: no cover - runs in a child process
+    """Append this process's stderr (fd 2 too) to ``path``.
+
+    The children are forked from the fork server, whose stderr is whatever its
+    starter had (under pytest, the capture of whichever test started it, maybe
+    long gone), so a failing job's traceback was lost and the trial said only
+    "the job failed by itself"; in a file it is quoted in the :class:`TrialError`
+    (see :func:`stderr_tail`).
+    """
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    os.dup2(fd, 2)
+    os.close(fd)
+    sys.stderr = open(2, "w", buffering=1, closefd=False)  # noqa: SIM115
+
+
+def stderr_tail(path: Path, chars: int = 3000) -> str:
+    """The last ``chars`` characters of a child's stderr file ("" if none)."""
+    try:
+        text = path.read_text(errors="replace")
+    except FileNotFoundError:
+        return ""
+    return text[-chars:].strip()
 
 
 # ---------------------------------------------------------------------- producers
@@ -262,6 +289,7 @@ def produce(
 ) -> None:  # pragma: no cover - runs in a child process
     """One producer incarnation: hello, send what the log lacks, end; log acks."""
     acks = Path(directory) / f"acks-{producer}.txt"
+    _stderr_to(Path(directory) / f"producer-{producer}.stderr")
     code = 1
     with acks.open("a") as log, IngestClient(endpoint, f"p{producer}") as client:
 
@@ -386,14 +414,67 @@ def _context() -> ForkServerContext:
     return _CONTEXT
 
 
-def free_endpoint() -> str:
-    """A loopback endpoint whose port is free now."""
+#: Where the kernel's ephemeral ports are configured (outgoing connections, bind(0)).
+_EPHEMERAL_RANGE = Path("/proc/sys/net/ipv4/ip_local_port_range")
+#: The job's port is drawn from here, outside the ephemeral range: 20000 is past the
+#: ports Ray's workers bind (10002-19999) and 49152 is where pyzmq's random ports
+#: and IANA's dynamic ports start.
+_STABLE_PORTS = range(20000, 49152)
+_PICK = random.SystemRandom()  # a test's random.seed() must not make trials agree
+
+
+def ephemeral_ports() -> range:
+    """The ports the kernel hands to outgoing connections and ``bind(0)``."""
+    try:
+        low, high = (int(x) for x in _EPHEMERAL_RANGE.read_text().split())
+    except (OSError, ValueError):
+        low, high = 32768, 60999  # Linux's default
+    return range(low, high + 1)
+
+
+def stable_ports() -> list[range]:
+    """Port ranges no other process is handed without asking for the number."""
+    ephemeral = ephemeral_ports()
+    below = range(_STABLE_PORTS.start, min(_STABLE_PORTS.stop, ephemeral.start))
+    above = range(max(_STABLE_PORTS.start, ephemeral.stop), _STABLE_PORTS.stop)
+    return [r for r in (below, above) if len(r)]
+
+
+def free_endpoint(tries: int = 100) -> str:
+    """A loopback endpoint for a job that is killed and restarted on it.
+
+    The port is free now and, unlike one the kernel picks (``bind(0)``), lies
+    outside the ephemeral range. Between a kill and the restarted job's bind the
+    port is unbound, and the kernel may give an ephemeral one to any process's
+    outgoing connection; that socket (even closed, in TIME_WAIT for a minute)
+    makes the job's bind fail with EADDRINUSE, and the trial fails on a job that
+    did nothing wrong. Only an explicit bind to this very number can take it now.
+    Falls back to a kernel-picked port where no such range exists.
+    """
+    ranges = stable_ports()
+    for _ in range(tries if ranges else 0):
+        chosen = _PICK.choices(ranges, weights=[len(r) for r in ranges])[0]
+        endpoint = f"tcp://127.0.0.1:{_PICK.choice(chosen)}"
+        if _bindable(endpoint):
+            return endpoint
     socket: zmq.Socket[Any] = zmq.Context.instance().socket(zmq.ROUTER)
     try:
         port = socket.bind_to_random_port("tcp://127.0.0.1")
     finally:
         socket.close(linger=0)
     return f"tcp://127.0.0.1:{port}"
+
+
+def _bindable(endpoint: str) -> bool:
+    """Whether a ROUTER (with the job's socket options) can bind ``endpoint`` now."""
+    socket: zmq.Socket[Any] = zmq.Context.instance().socket(zmq.ROUTER)
+    try:
+        socket.bind(endpoint)
+        return True
+    except zmq.ZMQError:
+        return False
+    finally:
+        socket.close(linger=0)
 
 
 class Trial:
@@ -516,10 +597,9 @@ class Trial:
             if job.exitcode == 0:
                 if all(code == 0 for code in codes):
                     return
-                if any(code not in (None, 0) for code in codes):
-                    raise TrialError(
-                        f"trial {plan.seed}: a producer failed after the job ended"
-                    )
+                broken = [t for t, c in zip(producers, codes, strict=True) if c]
+                if broken:
+                    raise self._failure(broken[0], "failed after the job ended")
             elif job.exitcode == -signal.SIGKILL:
                 if now >= self._down_until.get("job", 0.0):
                     self._start("job", link)
@@ -527,12 +607,19 @@ class Trial:
                         if code == 0:
                             self._start(target, link)  # the new job needs its end
             elif job.exitcode is not None:
-                raise TrialError(f"trial {plan.seed}: the job failed by itself")
+                raise self._failure("job", f"failed by itself (exit {job.exitcode})")
             for target, code in zip(producers, codes, strict=True):
                 failed = code is not None and code != 0
                 if failed and now >= self._down_until.get(target, 0.0):
                     self._start(target, link)  # same producer id: it resumes
             time.sleep(0.005)
+
+    def _failure(self, target: str, what: str) -> TrialError:
+        """The error for ``target`` failing, quoting the end of its stderr."""
+        name = target.replace(":", "-")
+        tail = stderr_tail(Path(self.directory) / f"{name}.stderr")
+        seed = self.plan.seed
+        return TrialError(f"trial {seed}: the {target} {what}; stderr:\n{tail}")
 
     def _result(self, seconds: float) -> TrialResult:
         root = Path(self.directory)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import socket
 from collections.abc import Iterator
 
 import numpy as np
@@ -11,6 +10,7 @@ import pytest
 import torch
 
 from strata.operators.layers import GCN, GraphSAGE
+from strata.operators.streaming import chaos
 from strata.operators.streaming.reference import full_recompute
 from strata.storage import (
     CSRGraph,
@@ -47,10 +47,13 @@ MODELS = {
 
 
 def free_endpoint() -> str:
-    """A loopback endpoint on a port that is free right now."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return f"tcp://127.0.0.1:{s.getsockname()[1]}"
+    """A loopback endpoint on a port that is free now and stays out of the way.
+
+    Jobs are killed and restarted on it: a kernel-picked port (``bind(0)``) could be
+    handed to another process's outgoing connection while the job is down, and the
+    restarted job's bind would fail (see ``chaos.free_endpoint``).
+    """
+    return chaos.free_endpoint()
 
 
 def make_model(name: str, seed: int = 0) -> torch.nn.Module:

@@ -10,12 +10,17 @@ doubled, each producer's in seq order, every acknowledged batch logged once.
 
 from __future__ import annotations
 
+import socket
+
 import pytest
 
 from strata.operators.streaming.chaos import (
     Trial,
+    TrialError,
     TrialPlan,
     check_trial,
+    ephemeral_ports,
+    free_endpoint,
     run_trials,
     summary,
 )
@@ -77,3 +82,38 @@ def test_two_hundred_randomized_trials(tmp_path) -> None:
     assert totals["failed_runs"] == 0, [(p, c) for p, _, c in checks if not c.ok]
     assert totals["windows"] == [1, 2, 8, 32]
     assert sum(totals["kills"].values()) >= 200
+
+
+def test_the_job_port_is_never_an_ephemeral_one() -> None:
+    """While a killed job is down, the kernel may hand an ephemeral port to any
+    process's outgoing connection, and the restarted job could not bind it."""
+    ports = [int(free_endpoint().rsplit(":", 1)[1]) for _ in range(20)]
+    assert not set(ports) & set(ephemeral_ports())
+
+
+class _PortTakenAfterKill(Trial):
+    """Another socket holds the job's port once the job is killed."""
+
+    taken: list[socket.socket]
+
+    def _kill(self, target: str, now: float) -> None:
+        super()._kill(target, now)
+        if target == "job" and not hasattr(self, "taken"):
+            thief = socket.socket()
+            thief.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # TIME_WAITs
+            thief.bind(("127.0.0.1", int(self.endpoint.rsplit(":", 1)[1])))
+            thief.listen(1)
+            self.taken = [thief]
+
+
+def test_a_job_that_fails_by_itself_reports_its_traceback(tmp_path) -> None:
+    plan = TrialPlan(seed=5, batches=(2000,), batch_rows=2, kills=((0.3, "job"),))
+    trial = _PortTakenAfterKill(plan, str(tmp_path))
+    try:
+        with pytest.raises(TrialError, match="failed by itself") as failure:
+            trial.run()
+    finally:
+        for thief in getattr(trial, "taken", []):
+            thief.close()
+    assert "Address already in use" in str(failure.value)
+    assert "ZmqIngest.finish" in str(failure.value)  # the job's own traceback
