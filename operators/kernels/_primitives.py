@@ -99,8 +99,9 @@ def _spmm_numba(
             out.view(num_rows, heads, -1).numpy(),
         )
         return out.to(dtype)
-    x2 = x.view(x.shape[0], -1)
-    out2 = out.view(num_rows, -1)
+    # flatten(1), not view(n, -1): a block may have no rows of a type
+    x2 = x.flatten(1)
+    out2 = out.flatten(1)
     if values is None:
         _cpu.spmm_sum(indptr.numpy(), indices.numpy(), x2.numpy(), out2.numpy())
     else:
@@ -139,7 +140,7 @@ def _spmm_torch(
         adj = torch.sparse_csr_tensor(
             indptr, indices, values, size, check_invariants=False
         )
-        flat = x.reshape(num_cols, -1)
+        flat = x.flatten(1)  # also for 0 rows, where reshape(0, -1) fails
         return (adj @ flat).view(num_rows, *x.shape[1:]).to(dtype)
     heads = values.shape[1]
     x3 = x.reshape(num_cols, heads, -1)

@@ -41,7 +41,7 @@ REDUCTIONS: tuple[str, ...] = ("sum", "mean", "max")
 class _SegmentMax(torch.autograd.Function):
     @staticmethod
     def forward(ctx: Any, dg: DeviceGraph, x: torch.Tensor) -> torch.Tensor:
-        x2 = x.detach().to(work_dtype(x.dtype)).contiguous().view(x.shape[0], -1)
+        x2 = x.detach().to(work_dtype(x.dtype)).contiguous().flatten(1)
         out = torch.empty((dg.num_dst, x2.shape[1]), dtype=x2.dtype)
         arg = torch.empty((dg.num_dst, x2.shape[1]), dtype=torch.int64)
         _cpu.segment_max(
@@ -58,6 +58,8 @@ class _SegmentMax(torch.autograd.Function):
     @staticmethod
     def backward(ctx: Any, grad: torch.Tensor) -> tuple[Any, ...]:
         (arg,) = ctx.saved_tensors
+        if ctx.x_shape[0] == 0:  # no sources (a typed block's empty type)
+            return None, grad.new_zeros(ctx.x_shape)
         grad2 = grad.reshape(arg.shape)
         found = arg >= 0
         grad_x = grad2.new_zeros((ctx.x_shape[0], arg.shape[1]))

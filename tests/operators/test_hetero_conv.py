@@ -304,3 +304,49 @@ def test_graph_and_blocks_pickle_after_use_on_a_device():
             torch.testing.assert_close(v, full[t], rtol=0, atol=0)
         for t, v in layer(block_back, xb).items():
             torch.testing.assert_close(v, sampled[t], rtol=0, atol=0)
+
+
+def test_a_type_without_destinations_gets_zero_rows():
+    layer = HeteroSAGE(DIMS, 4, GRAPH.relations)
+    blocks = TypedNeighborSampler(GRAPH, [3], seed=0).sample({"user": [1, 2]}, 0, 0)
+    x = features({t: blocks[0].num_src(t) for t in DIMS}, grad=True)
+    out = layer(blocks[0], x)
+    assert out["item"].shape == (0, 4)
+    assert out["user"].shape == (2, 4)
+    sum(v.sum() for v in out.values()).backward()
+    assert x["item"].grad.abs().sum() > 0  # items reached the users
+
+
+@pytest.mark.parametrize("backend", ["numba", "torch"])
+@pytest.mark.parametrize("aggr", ["mean", "sum", "max"])
+def test_empty_destinations_and_sources_on_every_kernel(backend, aggr):
+    """A relation into (or out of) a type with no rows: zeros, no errors."""
+    from strata.operators.kernels import Backend, use_backend
+
+    conv = SAGEConv((3, 5), 2, aggr=aggr)
+    empty_dst = DeviceGraph(
+        torch.zeros(1, dtype=torch.int64),
+        torch.zeros(0, dtype=torch.int64),
+        4,
+        0,
+        bipartite=True,
+    )
+    empty_src = DeviceGraph(
+        torch.zeros(3, dtype=torch.int64),
+        torch.zeros(0, dtype=torch.int64),
+        0,
+        2,
+        bipartite=True,
+    )
+    with use_backend(Backend(backend)):
+        x_src, x_dst = torch.randn(4, 3, requires_grad=True), torch.randn(0, 5)
+        out = conv(empty_dst, (x_src, x_dst))
+        assert out.shape == (0, 2)
+        out.sum().backward()
+        assert torch.equal(x_src.grad, torch.zeros(4, 3))
+        x_dst = torch.randn(2, 5)
+        out = conv(empty_src, (torch.randn(0, 3, requires_grad=True), x_dst))
+        # no in-edges: the aggregate is 0, so W_l 0 + b + W_r x_dst (as PyG)
+        expected = conv.lin_l.bias + conv.lin_r(x_dst)
+        torch.testing.assert_close(out, expected, **TOL)
+        out.sum().backward()
