@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import doctest
 import json
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import numpy as np
@@ -12,7 +14,10 @@ import pytest
 from strata.engine import Pipeline, execute
 from strata.engine.job import JobError, job_config
 from strata.jobs import geo_bench
+from strata.operators.cli import plot_geo
 from strata.operators.cli.main import main
+from strata.operators.io import geo_bench as geo_bench_steps
+from strata.operators.io import geo_report
 from strata.operators.io.geo_bench import (
     generate,
     layer_tree,
@@ -148,3 +153,12 @@ def test_cli_report_plots(tmp_path: Path) -> None:
 def test_bad_parameters_are_clear_errors(params: dict[str, Any], expected: str) -> None:
     with pytest.raises((JobError, ValueError), match=expected):
         geo_job(**params)
+
+
+@pytest.mark.parametrize(
+    "module", [geo_bench_steps, geo_report, plot_geo], ids=lambda m: m.__name__
+)
+def test_doctests(module: ModuleType) -> None:
+    result = doctest.testmod(module, optionflags=doctest.ELLIPSIS)
+    assert result.attempted > 0
+    assert result.failed == 0

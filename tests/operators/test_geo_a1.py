@@ -27,7 +27,6 @@ import numpy as np
 import pytest
 
 from strata.operators.io.geo_bench import (
-    a1_agreement,
     generate,
     layer_tree,
     place,
@@ -36,6 +35,7 @@ from strata.operators.io.geo_bench import (
     topology_of,
     workload_of,
 )
+from strata.operators.io.geo_report import a1_agreement
 from strata.storage.geo.replay import replay
 from strata.storage.geo.server import RegionCluster
 from strata.storage.geo.twin import simulate
