@@ -62,6 +62,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/engine/ray_overhead.py --rounds 5 --out benchmarks/results/ray.json
 	cd benchmarks/engine && ../../$(BIN)/python bench_ray_gang.py --rounds 5 --out ../results/ray_gang.json
 	cd benchmarks/engine && ../../$(BIN)/python bench_multinode.py --rounds 5 --out ../results/multinode_gang.json
+	$(PYTEST_BENCH) benchmarks/storage/geo/test_geo_bench.py -m large
 	$(BIN)/python benchmarks/results_table.py --readme README.md
 
 # Every benchmark at its smoke size (seconds to minutes): checks they still run.
