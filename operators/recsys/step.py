@@ -519,7 +519,6 @@ def _ddp(ctx: GangContext) -> Callable[[nn.Module], nn.Module]:
         return DistributedDataParallel(
             model.to(ctx.device),
             device_ids=ids,
-            broadcast_buffers=False,  # B1's frozen z buffers: equal everywhere
             find_unused_parameters=True,  # the GFAE mask token of unmasked batches
         )
 
