@@ -155,7 +155,7 @@ def _timestamps(path: Path, column: pa.ChunkedArray) -> Int64Array:
                 "column 'timestamp'",
                 _row(path, row),
                 "a finite number or a date",
-                repr(values[row]),
+                f"{values[row]:g}",
             )
         return values.astype(np.int64)
     if pa.types.is_timestamp(kind) or pa.types.is_date(kind):
@@ -208,7 +208,7 @@ def _labels(path: Path, column: pa.ChunkedArray) -> Float32Array:
     if bad.any():
         row = int(np.argmax(bad))
         raise FormatError.build(
-            "column 'label'", _row(path, row), "0 or 1", repr(values[row])
+            "column 'label'", _row(path, row), "0 or 1", f"{values[row]:g}"
         )
     return values.astype(np.float32)
 

@@ -50,7 +50,8 @@ class TopKMetrics:
         recall: ``{K: mean Recall@K}``.
         ndcg: ``{K: mean NDCG@K}``.
         users: the evaluated users.
-        top_items: int64 ``[len(users), max K]`` best items per user, best first.
+        top_items: int64 ``[len(users), max K]`` best items per user, best first;
+            ``-1`` pads the rows of users with fewer than K unseen items.
         top_scores: float32 scores of ``top_items``.
     """
 
@@ -138,6 +139,8 @@ def topk_metrics(
                 dcg = (hits[:, :k] * discounts[:k]).sum(1)
                 idcg = ideal[(torch.clamp(n_test, max=k) - 1).long()]
                 ndcg_sum[k] += float((dcg / idcg).sum())
+            # A user with fewer than K unseen items: the rest are -1 (no item).
+            top = top.masked_fill(torch.isneginf(values), -1)
             tops.append(top.cpu().numpy().astype(np.int64))
             top_scores.append(values.cpu().numpy())
     n = max(int(users.shape[0]), 1)
