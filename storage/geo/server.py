@@ -423,7 +423,10 @@ class RegionServer:
     def _positions(self, held: np.ndarray, items: np.ndarray) -> np.ndarray:
         pos = np.searchsorted(held, items)
         pos = np.minimum(pos, max(held.size - 1, 0))
-        bad = held.size == 0 or not np.array_equal(held[pos], items)
+        # an empty request is always held: a region may hold nothing at all
+        bad = items.size > 0 and (
+            held.size == 0 or not np.array_equal(held[pos], items)
+        )
         if bad:
             missing = items if held.size == 0 else items[held[pos] != items]
             raise _NotHeld(
