@@ -25,9 +25,11 @@ from strata.storage.geo.placement import (
 )
 from strata.storage.geo.routing import (
     LayeredRouter,
+    LocaliseResult,
     NearestRouter,
     RandomRouter,
     Router,
+    localise,
     write_plan,
 )
 from strata.storage.geo.topology import Prices, Topology, table1, uniform
@@ -52,6 +54,7 @@ __all__ = [
     "ItemSpace",
     "LayerTree",
     "LayeredRouter",
+    "LocaliseResult",
     "NearestRouter",
     "Placement",
     "Prices",
@@ -66,6 +69,7 @@ __all__ = [
     "geolayer_place",
     "hash_layout",
     "home_only",
+    "localise",
     "random_k",
     "simulate",
     "single_primary",

@@ -29,6 +29,7 @@ Examples:
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Protocol
 
 import numpy as np
@@ -40,9 +41,11 @@ from strata.storage.geo.topology import Topology
 
 __all__ = [
     "LayeredRouter",
+    "LocaliseResult",
     "NearestRouter",
     "RandomRouter",
     "Router",
+    "localise",
     "plan_regions",
     "write_plan",
 ]
@@ -231,3 +234,115 @@ class NearestRouter:
     def write_plan(self, items: np.ndarray) -> Plan:
         """Every holder of each item."""
         return write_plan(self.placement, items)
+
+
+# ------------------------------------------------------------ offline (spec §2.5)
+
+
+@dataclass(frozen=True, eq=False)
+class LocaliseResult:
+    """Where each vertex executes after localisation, and what moved."""
+
+    vertex_region: np.ndarray
+    execution: tuple[int, ...]
+    removed: tuple[int, ...]
+    migrated_vertices: int
+    migrated_bytes: int
+
+
+def _message_load(
+    src: np.ndarray, dst: np.ndarray, region: np.ndarray, num_regions: int
+) -> np.ndarray:
+    """Per region: boundary vertices plus the replicas (mirrors) they need elsewhere."""
+    cross = region[src] != region[dst]
+    s, d = src[cross], dst[cross]
+    boundary = np.bincount(region[np.unique(s)], minlength=num_regions)
+    pairs = np.unique(s.astype(np.int64) * num_regions + region[d])
+    mirrors = np.bincount(region[pairs // num_regions], minlength=num_regions)
+    out: np.ndarray = (boundary + mirrors).astype(np.float64)
+    return out
+
+
+def localise(
+    src: np.ndarray,
+    dst: np.ndarray,
+    vertex_region: np.ndarray,
+    vertex_bytes: np.ndarray,
+    tree: LayerTree,
+    topology: Topology,
+    iters: int = 15,
+    msg_bytes: int = 12,
+    xi_fraction: float = 0.2,
+) -> LocaliseResult:
+    """Shrink the execution set of an offline job top-down through the tree (§2.5).
+
+    Per layer (root first) and cluster, a region leaves the execution set, and its
+    vertices (``vertex_bytes``: payload plus out-edges) migrate by hash to the
+    cluster's remaining regions, when ``iters * msg_bytes * (boundary + replica
+    vertices) - local bytes > (1 - eta_L) * xi``; ``xi`` is ``xi_fraction`` of the
+    whole inter-region message volume and ``eta_L`` the layer's mean RTT over the
+    root's, so regions leave more easily higher up. One region leaves at a time (the
+    largest excess), and every cluster keeps at least one region.
+
+    >>> from strata.storage.geo.topology import uniform
+    >>> topo = uniform(2, 100.0, 100.0)
+    >>> src, dst = np.array([0, 1, 2, 3]), np.array([1, 0, 3, 2])   # two cut edges
+    >>> res = localise(src, dst, np.array([0, 1, 0, 1]), np.full(4, 10),
+    ...                LayerTree.build(topo), topo)
+    >>> res.execution, res.migrated_vertices
+    ((1,), 2)
+    """
+    where = "localise"
+    r = topology.num_regions
+    region = np.asarray(vertex_region, dtype=np.int64).copy()
+    size = np.asarray(vertex_bytes, dtype=np.float64)
+    s = np.asarray(src, dtype=np.int64)
+    d = np.asarray(dst, dtype=np.int64)
+    if region.shape != size.shape or s.shape != d.shape:
+        raise GeoError.build(
+            "arrays",
+            where,
+            "vertex_region/vertex_bytes and src/dst of equal lengths",
+            f"{region.shape}/{size.shape}, {s.shape}/{d.shape}",
+        )
+    if region.size and (region.min() < 0 or region.max() >= r):
+        raise GeoError.build(
+            "vertex_region", where, f"regions 0..{r - 1}", "out of range"
+        )
+    off = ~np.eye(r, dtype=bool)
+    top = float(topology.rtt_ms[off].mean()) if off.any() else 1.0
+    active = set(np.unique(region).tolist())
+    removed: list[int] = []
+    moved = np.zeros(region.shape[0], dtype=bool)
+    for layer in range(tree.depth, 0, -1):
+        same = tree.labels[layer][:, None] == tree.labels[layer][None, :]
+        inside = same & off
+        eta = float(topology.rtt_ms[inside].mean()) / top if inside.any() else 1.0
+        for cluster in tree.clusters(layer):
+            while True:
+                members = [x for x in cluster.regions if x in active]
+                if len(members) < 2:
+                    break
+                load = _message_load(s, d, region, r)
+                xi = xi_fraction * iters * msg_bytes * float(load.sum())
+                local = np.bincount(region, size, minlength=r)
+                excess = iters * msg_bytes * load - local
+                leave = max(members, key=lambda x: (excess[x], -x))
+                if not excess[leave] > (1.0 - eta) * xi:
+                    break
+                stay = np.array([x for x in members if x != leave], dtype=np.int64)
+                ids = np.flatnonzero(region == leave)
+                mixed = (
+                    ids.astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15)
+                ) >> np.uint64(33)
+                region[ids] = stay[(mixed % np.uint64(stay.size)).astype(np.int64)]
+                moved[ids] = True
+                active.discard(leave)
+                removed.append(leave)
+    return LocaliseResult(
+        vertex_region=region.astype(np.int8),
+        execution=tuple(sorted(active)),
+        removed=tuple(removed),
+        migrated_vertices=int(moved.sum()),
+        migrated_bytes=int(size[moved].sum()),
+    )

@@ -92,6 +92,7 @@ class ConfigResult:
     placement_s: float
     twin: TwinResult
     from_history: np.ndarray
+    semantics: str = "pattern"
 
     @property
     def reads(self) -> np.ndarray:
@@ -124,6 +125,7 @@ class ConfigResult:
         return {
             "config": self.name,
             "seed": self.seed,
+            "semantics": self.semantics,
             "read_p50_p95_p99_ms": [
                 float(np.quantile(lat, q)) for q in (0.5, 0.95, 0.99)
             ],
@@ -250,15 +252,19 @@ def run_twin_configurations(
     semantics: Semantics = "pattern",
     workload: GeoWorkload | None = None,
     cost_config: CostConfig | None = None,
+    traversal_names: Sequence[str] = (),
 ) -> list[ConfigResult]:
-    """Every named configuration on one seed's workload, simulated on the twin."""
+    """Every named configuration on one seed's workload, simulated on the twin.
+
+    Configurations in ``traversal_names`` are simulated once more with traversal
+    semantics (appended, ``semantics="traversal"``), reusing their placements.
+    """
     w = workload or synthetic_workload(topology, cfg, seed)
     test = w.test
     from_history = np.isin(test.source, w.history.source[~w.history.is_write])
     out = []
-    for name, space, placement, router, took in build_configurations(
-        w, topology, seed, names
-    ):
+    built = build_configurations(w, topology, seed, names)
+    for name, space, placement, router, took in built:
         res = simulate(
             test,
             placement,
@@ -268,7 +274,21 @@ def run_twin_configurations(
             semantics=semantics,
             cost_config=cost_config,
         )
-        out.append(ConfigResult(name, seed, took, res, from_history))
+        out.append(ConfigResult(name, seed, took, res, from_history, semantics))
+    for name, space, placement, router, took in built:
+        if name in traversal_names:
+            if isinstance(router, RandomRouter):
+                router = RandomRouter(placement, seed)  # the same random stream again
+            res = simulate(
+                test,
+                placement,
+                router,
+                topology,
+                space=space,
+                semantics="traversal",
+                cost_config=cost_config,
+            )
+            out.append(ConfigResult(name, seed, took, res, from_history, "traversal"))
     return out
 
 
@@ -639,18 +659,17 @@ def main(argv: Sequence[str] | None = None) -> None:
     per_seed, uni, details = [], [], []
     t0 = time.perf_counter()
     for seed in args.seeds:
-        res = run_twin_configurations(topo, cfg, seed)
+        both = run_twin_configurations(
+            topo, cfg, seed, traversal_names=(GEOLAYER, RANDOM3, TOP3)
+        )
+        res = [r for r in both if r.semantics == "pattern"]
         per_seed.append(res)
-        details += [r.summary(topo.regions) for r in res]
+        details += [r.summary(topo.regions) for r in both]
         ures = run_twin_configurations(flat, cfg, seed, names=(GEOLAYER, RANDOM3))
         uni.append(ures)
         details += [
             dict(r.summary(flat.regions), topology="uniform 70/90") for r in ures
         ]
-        trav = run_twin_configurations(
-            topo, cfg, seed, names=(GEOLAYER, RANDOM3, TOP3), semantics="traversal"
-        )
-        details += [dict(r.summary(topo.regions), semantics="traversal") for r in trav]
         print(f"seed {seed} done at {time.perf_counter() - t0:.0f} s", file=sys.stderr)
     rows = acceptance_rows(per_seed, uni)
     if not args.no_optimal:
