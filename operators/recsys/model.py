@@ -18,9 +18,11 @@ runs. Full-catalogue scores are inner products of :meth:`RecModel.score_vectors`
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -32,6 +34,7 @@ from strata.operators.recsys.losses import (
     masked_reconstruction_loss,
 )
 from strata.operators.recsys.variants import GraphSignal, VariantSpec
+from strata.operators.samplers.typed import TypedNeighborSampler
 from strata.operators.samplers.typed_block import TypedBlock
 from strata.storage.hetero import Relation, TypedGraph
 
@@ -228,6 +231,8 @@ class RecModel(nn.Module):
         self.dims = dims
         self.gfae_plain = gfae_plain
         self.has_towers = towers
+        # Seconds in encoder passes (both GFAE passes), for the phase split.
+        self.encoder_seconds = 0.0
         self.encoder = (
             Encoder(in_dims, relations, dims.hidden, dims.layers)
             if spec.graph is GraphSignal.JOINT
@@ -334,7 +339,9 @@ class RecModel(nn.Module):
         variant has no GFAE; without towers (B1's stage 1) ``rank`` is BPR on
         ``<z_u, z_i>``.
         """
+        start = time.perf_counter()
         z = self.seed_z(batch)
+        self.encoder_seconds += time.perf_counter() - start
         z_u = None if z is None else z["user"][batch.user_pos]
         z_p = None if z is None else z["item"][batch.pos]
         z_n = None if z is None else z["item"][batch.neg]
@@ -357,7 +364,9 @@ class RecModel(nn.Module):
             losses["rank"] = bpr_loss((z_u * z_p).sum(1), (z_u * z_n).sum(1))
         if self.spec.gfae:
             assert z is not None
+            start = time.perf_counter()
             losses["gfae"] = self._gfae(batch, z)
+            self.encoder_seconds += time.perf_counter() - start
         return losses
 
     # ------------------------------------------------------------------ eval
@@ -374,6 +383,39 @@ class RecModel(nn.Module):
         return None
 
     @torch.no_grad()
+    def sampled_z(
+        self,
+        sampler: TypedNeighborSampler,
+        x: Mapping[str, torch.Tensor],
+        chunk: int = 4096,
+    ) -> dict[str, torch.Tensor]:
+        """``z`` of every node from sampled neighbourhoods (as in training).
+
+        Args:
+            sampler: a sampler with the training fan-outs; its draws use
+                ``epoch = 2**31 - 1`` (no training epoch reaches it).
+            x: features per node type.
+            chunk: seeds per sampled batch.
+        """
+        assert self.encoder is not None
+        out: dict[str, torch.Tensor] = {}
+        batch = 0
+        for node_type in NODE_TYPES:
+            n = x[node_type].shape[0]
+            parts = []
+            for start in range(0, n, chunk):
+                ids = np.arange(start, min(start + chunk, n), dtype=np.int64)
+                blocks = sampler.sample({node_type: ids}, 2**31 - 1, batch)
+                batch += 1
+                inputs = {
+                    t: x[t][torch.from_numpy(src)]
+                    for t, src in blocks[0].src_global_ids.items()
+                }
+                parts.append(self.encoder(blocks, inputs)[node_type])
+            out[node_type] = torch.cat(parts)
+        return out
+
+    @torch.no_grad()
     def towers_full(
         self, x: Mapping[str, torch.Tensor], z: Mapping[str, torch.Tensor] | None
     ) -> dict[str, torch.Tensor]:
@@ -387,14 +429,20 @@ class RecModel(nn.Module):
 
     @torch.no_grad()
     def score_vectors(
-        self, graph: TypedGraph | None, x: Mapping[str, torch.Tensor]
+        self,
+        graph: TypedGraph | None,
+        x: Mapping[str, torch.Tensor],
+        z: Mapping[str, torch.Tensor] | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """``(user_vecs, item_vecs)`` whose inner products are the scores.
 
         ``[t_u, a z_u]`` and ``[t_i, z_i]`` with level 2, ``t`` alone without it;
-        without towers (stage 1) ``z`` itself.
+        without towers (stage 1) ``z`` itself. ``z`` defaults to
+        full-neighbourhood inference (:meth:`full_z`); pass sampled ``z`` to
+        measure the train/eval mismatch.
         """
-        z = self.full_z(graph, x)
+        if z is None:
+            z = self.full_z(graph, x)
         if not self.has_towers:
             assert z is not None
             return z["user"], z["item"]

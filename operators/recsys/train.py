@@ -140,7 +140,9 @@ class PhaseTimes:
 
     Attributes:
         sampling: batch building: negatives, typed sampling, feature gathering.
-        forward: the model's forward (encoder passes and towers).
+        encoder: the encoder's passes in the forward (both GFAE passes, the
+            masked decoder included).
+        towers: the rest of the forward (towers, fusion, heads, losses).
         gradnorm: GradNorm's per-task gradients and weight update.
         backward: the weighted loss's backward and the optimiser step.
         evaluation: validation (full inference and ranking).
@@ -148,17 +150,20 @@ class PhaseTimes:
     """
 
     sampling: float = 0.0
-    forward: float = 0.0
+    encoder: float = 0.0
+    towers: float = 0.0
     gradnorm: float = 0.0
     backward: float = 0.0
     evaluation: float = 0.0
     samples: int = 0
 
     def as_dict(self) -> dict[str, float]:
-        """The times as a plain dict (for reports and checkpoints)."""
+        """The times as a plain dict (``forward`` = encoder + towers)."""
         return {
             "sampling": self.sampling,
-            "forward": self.forward,
+            "encoder": self.encoder,
+            "towers": self.towers,
+            "forward": self.encoder + self.towers,
             "gradnorm": self.gradnorm,
             "backward": self.backward,
             "evaluation": self.evaluation,
@@ -345,9 +350,11 @@ class RecTrainer:
         """Train on the next batch; returns the task losses."""
         t0 = time.perf_counter()
         batch = self.make_batch(self.epoch, self.batch)
+        encoder_before = self.model.encoder_seconds
         t1 = time.perf_counter()
         losses = self.forward_module(batch)
         t2 = time.perf_counter()
+        encoder = self.model.encoder_seconds - encoder_before
         ordered = [losses[t] for t in self.tasks]
         shared = self.model.encoder.shared if self.model.encoder is not None else None
         if shared is not None and self.gradnorm.adaptive:
@@ -360,7 +367,8 @@ class RecTrainer:
         self.optimiser.step()
         t4 = time.perf_counter()
         self.times.sampling += t1 - t0
-        self.times.forward += t2 - t1
+        self.times.encoder += encoder
+        self.times.towers += t2 - t1 - encoder
         self.times.gradnorm += t3 - t2
         self.times.backward += t4 - t3
         self.times.samples += int(batch.user_pos.shape[0])
@@ -449,7 +457,9 @@ class RecTrainer:
         self.weight_log = [list(r) for r in state["weight_log"]]
         times = state["times"]
         self.times = PhaseTimes(
-            **{k: float(v) for k, v in times.items() if k != "samples"},
+            **{
+                k: float(v) for k, v in times.items() if k not in ("samples", "forward")
+            },
             samples=int(times["samples"]),
         )
 
@@ -566,6 +576,7 @@ def evaluate_topk(
     features: RecFeatures,
     split: Split,
     ks: tuple[int, ...] = (20, 50),
+    sampled: bool = False,
 ) -> RecMetrics:
     """Full-catalogue test Recall@K and NDCG@K, long-view AUC and top-K lists.
 
@@ -575,6 +586,9 @@ def evaluate_topk(
         features: node features.
         split: the temporal split (train + validation items are excluded).
         ks: cut-offs.
+        sampled: take ``z`` from sampled neighbourhoods with the training
+            fan-outs instead of full-neighbourhood inference (pitfall 6: the
+            train/eval mismatch); only for a joint encoder.
 
     Returns:
         The metrics and every evaluated user's top ``max(ks)`` items.
@@ -583,12 +597,17 @@ def evaluate_topk(
     model.eval()
     x = features.tensors()
     task = ranking_task(split, "test")
-    users, items = model.score_vectors(graph, x)
+    z_eval = None
+    if sampled and model.encoder is not None:
+        fanouts = list(reversed(trained.cfg.fanouts))
+        sampler = TypedNeighborSampler(graph, fanouts, seed=trained.cfg.seed)
+        z_eval = model.sampled_z(sampler, x)
+    users, items = model.score_vectors(graph, x, z_eval)
     m = topk_metrics(users, items, task.users, task.seen, task.relevant, ks)
     inter = split.inter
     auc_value = float("nan")
     if inter.label is not None and model.has_towers:
-        z = model.full_z(graph, x)
+        z = z_eval if z_eval is not None else model.full_z(graph, x)
         t = model.towers_full(x, z)
         u = torch.from_numpy(inter.user[split.test])
         i = torch.from_numpy(inter.item[split.test])

@@ -3,6 +3,8 @@ resumed from its state mid-epoch continues on the same trajectory."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 import torch
@@ -98,3 +100,16 @@ def test_gradnorm_weights_stay_in_bounds(data) -> None:  # type: ignore[no-untyp
     assert weights.min() >= trained.cfg.gradnorm.floor - 1e-9
     assert weights.max() <= len(trained.tasks)
     np.testing.assert_allclose(weights.sum(1), len(trained.tasks))
+
+
+def test_sampled_inference_with_all_neighbours_equals_full_inference(data) -> None:  # type: ignore[no-untyped-def]
+    graph, feats, split = data
+    trained = train_recommender(_cfg("E2E"), graph, feats, split)
+    full = evaluate_topk(trained, graph, feats, split, ks=(10,))
+    # Fan-out -1 takes every neighbour: the sampled z is the full z.
+    everything = replace(trained, cfg=replace(trained.cfg, fanouts=(-1, -1)))
+    same = evaluate_topk(everything, graph, feats, split, ks=(10,), sampled=True)
+    assert same.recall[10] == pytest.approx(full.recall[10])
+    assert same.ndcg[10] == pytest.approx(full.ndcg[10])
+    sampled = evaluate_topk(trained, graph, feats, split, ks=(10,), sampled=True)
+    assert 0.0 <= sampled.recall[10] <= 1.0
