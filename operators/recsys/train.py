@@ -70,6 +70,7 @@ from strata.operators.recsys.variants import (
 from strata.operators.samplers.typed import TypedNeighborSampler
 from strata.storage._types import Int64Array
 from strata.storage.hetero import TypedGraph
+from strata.storage.hetero.features import gather_typed, typed_feature_store
 
 __all__ = [
     "PhaseTimes",
@@ -537,9 +538,17 @@ def train_recommender(
     )
     stage_one.run(checkpoint)
     t1 = time.perf_counter()
-    z_table = stage_one.model.full_z(graph, features.tensors())
+    z_full = stage_one.model.full_z(graph, features.tensors())
+    assert z_full is not None
+    # The refresh product of a two-stage system: a z table in the FeatureStore
+    # (one group per node type, Key(type, "z")), read back by stage 2.
+    store = typed_feature_store(
+        {t: {"z": z.detach()} for t, z in z_full.items()}, graph=graph
+    )
     t2 = time.perf_counter()
-    assert z_table is not None
+    z_table = gather_typed(
+        store, {t: np.arange(n) for t, n in graph.num_nodes.items()}, "z"
+    )
     trainer = RecTrainer(
         cfg, graph, features, split, z_table=z_table, collective=collective
     )
