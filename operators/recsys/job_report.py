@@ -50,8 +50,10 @@ from strata.operators.recsys.train import RecConfig, evaluate_topk
 
 __all__ = ["PHASES", "evaluate", "fold_seeds", "recommend", "report"]
 
-#: The training loop's phases, in order (``PhaseTimes``).
+#: The training loop's phases, in order (``PhaseTimes``; forward = encoder +
+#: towers, reported apart too).
 PHASES = ("sampling", "forward", "gradnorm", "backward")
+_PARTS = ("encoder", "towers")
 
 
 def _metric_keys(ks: Sequence[int]) -> list[str]:
@@ -207,9 +209,9 @@ def _timing(runs: Sequence[Payload]) -> dict[str, float]:
         busy = sum(sum(float(t[p]) for p in PHASES) for t in loops)
         samples = sum(float(t["samples"]) for t in loops)
         out["samples_per_s"] = samples / busy if busy > 0 else 0.0
-        for phase in PHASES:
-            share = sum(float(t[phase]) for t in loops) / busy if busy > 0 else 0.0
-            out[f"{phase}_share"] = share
+        for phase in (*PHASES, *_PARTS):
+            spent = sum(float(t.get(phase, 0.0)) for t in loops)
+            out[f"{phase}_share"] = spent / busy if busy > 0 else 0.0
         refresh = [float(t["stage_one_s"]) + float(t["inference_s"]) for t in loops]
         if any(refresh):
             out["refresh_s"] = sum(refresh) / len(refresh)

@@ -388,10 +388,12 @@ def trained_from_payload(
     model.load_state_dict(state)
     timing = payload["timing"]
     times = PhaseTimes(
-        **{k: float(timing[k]) for k in ("sampling", "forward", "gradnorm")},
-        backward=float(timing["backward"]),
-        evaluation=float(timing["evaluation"]),
-        samples=int(timing["samples"]),
+        **{
+            f.name: float(timing.get(f.name, 0.0))
+            for f in dataclasses.fields(PhaseTimes)
+            if f.name != "samples"
+        },
+        samples=int(timing.get("samples", 0)),
     )
     return TrainedRec(
         cfg,
