@@ -113,3 +113,30 @@ def test_sampled_inference_with_all_neighbours_equals_full_inference(data) -> No
     assert same.ndcg[10] == pytest.approx(full.ndcg[10])
     sampled = evaluate_topk(trained, graph, feats, split, ks=(10,), sampled=True)
     assert 0.0 <= sampled.recall[10] <= 1.0
+
+
+@pytest.mark.parametrize("variant", ["E2E", "F1", "F2", "B0"])
+def test_full_catalogue_vectors_give_the_training_score(data, variant: str) -> None:  # type: ignore[no-untyped-def]
+    graph, feats, split = data
+    model = RecTrainer(_cfg(variant), graph, feats, split).model
+    x = feats.tensors()
+    with torch.no_grad():
+        users, items = model.score_vectors(graph, x)
+        z = model.full_z(graph, x)
+        t = model.towers_full(x, z)
+        u = torch.tensor([0, 3, 5])
+        i = torch.tensor([7, 1, 2])
+        zu = None if z is None else z["user"][u]
+        zi = None if z is None else z["item"][i]
+        expected = model.pair_score(t["user"][u], t["item"][i], zu, zi)
+    torch.testing.assert_close((users[u] * items[i]).sum(1), expected)
+    assert (model.a is not None) == (variant in ("E2E", "F2"))
+    assert (model.user_tower.fusion is not None) == (variant in ("E2E", "F1"))
+
+
+def test_plain_gfae_ablation_trains(data) -> None:  # type: ignore[no-untyped-def]
+    graph, feats, split = data
+    trainer = RecTrainer(_cfg("E2E", gfae_plain=True), graph, feats, split)
+    losses = trainer.train_step()
+    assert set(losses) == {"rank", "long_view", "gfae"}
+    assert all(np.isfinite(v) for v in losses.values())
