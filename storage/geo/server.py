@@ -1,11 +1,14 @@
 """Region servers (spec §3.4): one process per region, a pyzmq ROUTER on 127.0.0.1.
 
-A :class:`RegionServer` holds the items its region keeps (home data and replicas) as
-Arrow tables: per feature key, the held item ids and one byte row each; plus the raw
-item payload sizes (``ItemSpace.item_bytes``) that :mod:`~strata.storage.geo.replay`
-reads. It answers GET and PUT frames (:mod:`~strata.storage.geo.frames`) and delays
-every outbound reply through its own :class:`~strata.storage.geo.wan.DelayShim`, so a
-reply to origin ``o`` leaves after the ``region -> o`` link's FIFO allows.
+A :class:`RegionServer` holds the items its region keeps (home data and replicas),
+loaded from Arrow IPC tables the cluster writes (per feature key: the held item ids
+and one byte row each; :meth:`RegionServer.tables` gives them back as Arrow tables)
+and kept as numpy arrays so writes update rows in place; plus the raw item payload
+sizes (``ItemSpace.item_bytes``) that :mod:`~strata.storage.geo.replay` reads, and
+the directory (every item's holder bitmask, named in errors). It answers GET and PUT
+frames (:mod:`~strata.storage.geo.frames`) and delays every outbound reply through
+its own :class:`~strata.storage.geo.wan.DelayShim`, so a reply to origin ``o`` leaves
+after the ``region -> o`` link's FIFO allows.
 
 Writes are durable against a killed process: a PUT is appended to the region's
 write-ahead log (a plain file in the cluster folder) before it is acknowledged, and a

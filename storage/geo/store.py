@@ -408,6 +408,8 @@ class GeoStore(FeatureStore):
         timed_out: set[int] = set()
         nbytes, failovers = 0, moved
         for region, part in plan.items():
+            if part.size == 0:
+                continue  # a router may name a region with nothing to serve
             request, _ = self._transport.submit(
                 self.origin, region, Kind.GET_ROWS, items_batch(part), index, start
             )
