@@ -97,7 +97,10 @@ def _draw_weights(ax: Any, gradnorm: Mapping[str, Any]) -> None:
         for task, weights in run.get("weights", {}).items():
             xs = steps if steps and len(steps) == len(weights) else range(len(weights))
             style = "-" if variant == "E2E" else "--"
-            ax.plot(list(xs), list(weights), style, label=f"{variant} {task}")
+            marker = "." if len(weights) < 20 else None  # a short run stays visible
+            ax.plot(
+                list(xs), list(weights), style, marker=marker, label=f"{variant} {task}"
+            )
     ax.set_xlabel("training step")
     ax.set_ylabel("task weight w")
     ax.set_title("GradNorm task weights")
