@@ -133,6 +133,9 @@ def a1_agreement(
         "p50_ratio": round(p50_ratio, 4),
         "p99_ratio": round(p99_ratio, 4),
         "within": round(within, 6),
+        # absolute gaps: at ~1 ms (local reads) 10% is below any harness's noise
+        "p50_gap_ms": round(float(s50 - t50), 4),
+        "p99_gap_ms": round(float(s99 - t99), 4),
         "failed": int(np.count_nonzero(~answered)),
         "max_error_ms": round(float(error[answered].max()), 4),
         "tolerance_floor_ms": round(floor, 4),

@@ -215,6 +215,7 @@ def a1_rows(
             server = [a[f"server_{q}"] for a in seeds]
             twin = [a[f"twin_{q}"] for a in seeds]
             ratios = [a[f"{q}_ratio"] for a in seeds]
+            gaps = [round(a[f"{q}_gap_ms"], 2) for a in seeds]
             rows.append(
                 row(
                     work=f"A1 {name}: {q} latency, servers vs twin ({where})",
@@ -224,7 +225,9 @@ def a1_rows(
                     peer_values=twin,
                     target="0.90-1.10",
                     met=all(abs(r - 1.0) <= 0.10 for r in ratios),
-                    note=f"per-seed ratios {[round(r, 4) for r in ratios]}",
+                    note=f"per-seed ratios {[round(r, 4) for r in ratios]}, "
+                    f"gaps servers - twin {gaps} ms unscaled (3 ms wall = "
+                    f"{3 / scale:g} ms)",
                 )
             )
     within = [a["within"] for seeds in per_config.values() for a in seeds]
