@@ -135,7 +135,7 @@ def _gone(pids: list[int]) -> bool:
     return False
 
 
-def test_cluster_lifecycle_kill_restart_and_nothing_left() -> None:
+def test_cluster_lifecycle_kill_restart_replay_and_nothing_left() -> None:
     cluster = RegionCluster(_layout(), {("node", "x"): X}, time_scale=0.05)
     folder = cluster._folder
     assert len(set(cluster.pids.values())) == 3
@@ -143,6 +143,14 @@ def test_cluster_lifecycle_kill_restart_and_nothing_left() -> None:
     assert [k.attr for k in cluster.info.keys] == ["x"]
     assert len(set(cluster.info.endpoints)) == 3
     endpoint, old = cluster.info.endpoints[1], cluster.pids[1]
+    # An acknowledged write (items 1 and 4 live in region 1), then a write torn
+    # by the kill: a log record promising more bytes than are there.
+    new = np.full((2, 3), 7.5, dtype=np.float32)
+    put = Header(Kind.PUT_ROWS, origin=0, request=1, count=2)
+    ack, _ = decode(_ask(endpoint, encode(put, rows_batch([1, 4], new.view(np.uint8)))))
+    assert ack.kind is Kind.ACK
+    with open(folder / "r1.wal", "ab") as wal:
+        wal.write(b"\x05\x00\x00\xff\xff\x00\x00\x00\x00\x00\x00partial")
     cluster.kill(1)
     assert not cluster.alive(1)
     assert cluster.alive(0)
@@ -150,6 +158,12 @@ def test_cluster_lifecycle_kill_restart_and_nothing_left() -> None:
     assert cluster.alive(1)
     assert cluster.pids[1] != old
     assert cluster.info.endpoints[1] == endpoint  # clients keep their address
+    # The restarted server replayed its log (the torn tail ignored).
+    get = Header(Kind.GET_ROWS, origin=0, request=2, count=3)
+    _, batch = decode(_ask(endpoint, encode(get, items_batch([1, 4, 7]))))
+    assert batch is not None
+    got = batch_rows(batch, 12).view(np.float32)
+    np.testing.assert_array_equal(got, np.concatenate([new, X[[7]]]))
     with pytest.raises(GeoError, match=r"region in RegionCluster\.kill"):
         cluster.kill(3)
     pids = list(cluster.pids.values())
