@@ -12,7 +12,7 @@ from strata.storage.geo.items import Placement
 from strata.storage.geo.replay import replay
 from strata.storage.geo.routing import NearestRouter, RandomRouter
 from strata.storage.geo.server import RegionCluster
-from strata.storage.geo.topology import table1
+from strata.storage.geo.topology import Topology, table1
 from strata.storage.geo.twin import simulate
 from strata.storage.geo.workload import (
     GeoWorkload,
@@ -22,12 +22,15 @@ from strata.storage.geo.workload import (
 
 pytestmark = pytest.mark.multiprocess
 
-TOPO = table1()
+# Three of Table I's regions (USE, USW, LON): fewer server processes to start.
+_T1 = table1()
+TOPO = Topology(_T1.regions[:3], _T1.rtt_ms[:3, :3], _T1.bw_mbps[:3, :3])
 
 
 @pytest.fixture(scope="module")
 def world() -> Iterator[tuple[GeoWorkload, Placement, RegionCluster]]:
-    wl = synthetic_workload(TOPO, GeoWorkloadConfig.small(), seed=0)
+    cfg = dataclasses.replace(GeoWorkloadConfig.small(), regions=3)
+    wl = synthetic_workload(TOPO, cfg, seed=0)
     placement = Placement.home_only(wl.space)
     for r in range(TOPO.num_regions):  # a few replicas, so routing has choices
         placement.add(r, np.arange(r, wl.space.num_vertices, 7))
