@@ -199,7 +199,15 @@ def _ask(endpoint: str, frames: list[bytes]) -> list[bytes]:
 
 
 def test_server_answers_bad_frames_with_errors_and_keeps_serving() -> None:
-    with RegionCluster(_layout(), {("node", "x"): X}, time_scale=0.01) as cluster:
+    # Region 2 holds nothing at all: it must still start and answer.
+    holders = (np.uint32(1) << (np.arange(N) % 2).astype(np.uint32)).astype(np.uint32)
+    with RegionCluster(_layout(holders), {("node", "x"): X}, 0.01) as cluster:
+        empty = Header(Kind.GET_ROWS, origin=0, request=3, count=0)
+        _, nothing = decode(
+            _ask(cluster.info.endpoints[2], encode(empty, items_batch([])))
+        )
+        assert nothing is not None
+        assert nothing.num_rows == 0
         endpoint = cluster.info.endpoints[0]
         with pytest.raises(GeoWireError, match="magic"):
             decode(_ask(endpoint, [b"garbage" * 4]))
