@@ -70,7 +70,8 @@ class GeoBenchConfig:
         configs: which configurations to run (names of
             :data:`~strata.operators.io.geo_bench.CONFIGURATIONS`).
         semantics: ``pattern`` (one parallel round, the paper's model) or
-            ``traversal`` (one round per hop) on the twin.
+            ``traversal`` (one round per hop) on the twin; the servers' prefix
+            and A1 always use pattern reads (spec §4).
         time_scale: the servers' delay factor ``s`` (reports divide by it). 1 here,
             not the spec's 0.2: at 0.2 the test arrivals come 5x faster in wall time
             (~2,100 requests/s), more than five Python servers sustain on a shared
