@@ -153,6 +153,7 @@ def test_twin_speed(benchmark: Any, name: str) -> None:
 
 
 @pytest.mark.large
+@pytest.mark.timeout(3600)
 def test_a1_servers_against_the_twin() -> None:
     names = tuple(c.name for c in CONFIGURATIONS)
     # per scale, per configuration: one A1 summary per seed
