@@ -26,7 +26,12 @@ neighbourhoods as one worker would. ``wrap`` wraps the model (e.g. in
 ``DistributedDataParallel``), and ``collective`` all-reduces GradNorm's per-task
 gradients and losses.
 
-Entry points: :func:`train_recommender` and :func:`evaluate_topk`.
+Entry points: :func:`train_recommender` and :func:`evaluate_topk`; for a gang
+step or resumption, :class:`RecTrainer` (``train_step``, ``end_epoch``, ``run``,
+``state_dict``/``load_state_dict``). Threads: the tensors are small (a 1,024-pair
+batch, 64-wide layers), so torch's intra-op threads buy little; on the shared,
+oversubscribed 2-core box one thread (``torch.set_num_threads(1)``) ran a smoke
+step ~30x faster than two (spinning OpenMP workers), so harnesses should pin it.
 
 Examples:
     >>> from strata.operators.recsys.synth import SynthConfig, synth_interactions

@@ -109,3 +109,19 @@ def test_users_without_train_are_skipped_and_counted(tmp_path: Path) -> None:
     late = split.inter.user_ids.to_pylist().index("late")
     assert late not in split.eval_users.tolist()
     assert late not in split.val_users.tolist()
+
+
+def test_integer_ids_with_gaps_keep_their_values(tmp_path: Path) -> None:
+    path = tmp_path / "ints.parquet"
+    table = {
+        "user": pa.array([900, 7, 900], pa.int64()),
+        "item": pa.array([2**63 + 5, 3, 3], pa.uint64()),  # above int64: kept exact
+        "timestamp": [3, 1, 2],
+    }
+    pq.write_table(pa.table(table), path)
+    inter = load_interactions(path)
+    assert inter.user_ids.to_pylist() == [7, 900]
+    assert inter.user.tolist() == [1, 0, 1]
+    assert inter.item_ids.to_pylist() == ["3", str(2**63 + 5)]
+    assert inter.item.tolist() == [1, 0, 0]
+    assert inter.label is None
