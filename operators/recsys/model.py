@@ -209,6 +209,11 @@ class RecModel(nn.Module):
         dims: the widths.
         z_table: the frozen ``z`` per type (two-stage B1), else ``None``.
         gfae_plain: reconstruct from the unmasked pass (the ablation).
+        towers: build the recommender (towers, long-view head); ``False`` for
+            B1's stage 1, whose ``rank`` loss is BPR on ``<z_u, z_i>``.
+
+    The GFAE loss is the mean of the user and item reconstruction errors, each
+    over that type's masked seeds.
     """
 
     z_user: torch.Tensor
