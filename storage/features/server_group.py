@@ -10,26 +10,24 @@ dies, and :meth:`FeatureServerGroup.close` removes every process and segment.
 
 from __future__ import annotations
 
-import contextlib
-import json
 import os
 import secrets
-import selectors
-import shutil
 import signal
-import subprocess
-import sys
 import tempfile
-import time
-import weakref
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from multiprocessing import shared_memory
-from pathlib import Path
-from typing import IO, Any
+from typing import Any, NoReturn
 
 import numpy as np
 
+from strata.storage._spawn import (
+    ServerProcesses,
+    await_ready,
+    package_paths,
+    serve_as_child,
+    start_child,
+    startup_error,
+)
 from strata.storage.errors import FeatureError
 from strata.storage.features.network import NetworkModel
 from strata.storage.features.server import FeatureServer, query_stats
@@ -43,28 +41,8 @@ from strata.storage.features.wire import (
 __all__ = ["FeatureServerGroup", "attach_partition", "partition_here"]
 
 # --------------------------------------------------------------- server processes
-# The child's first lines: register stand-ins for the package modules so that
-# importing this file does not run the package ``__init__`` files (which import
-# torch); submodules still load from the real folders.
-_BOOT = """
-import json, sys, types
-spec = json.loads(sys.argv[1])
-for name, path in spec["packages"]:
-    module = types.ModuleType(name)
-    module.__path__ = [path]
-    sys.modules.setdefault(name, module)
-from strata.storage.features.server_group import _child_main
-_child_main(spec)
-"""
-
-
-def _packages() -> list[tuple[str, str]]:
-    here = Path(__file__).resolve().parent
-    return [
-        ("strata", str(here.parent.parent)),
-        ("strata.storage", str(here.parent)),
-        ("strata.storage.features", str(here)),
-    ]
+#: The module a feature server's child process runs (its ``_child_main``).
+_MODULE = "strata.storage.features.server_group"
 
 
 def attach_partition(
@@ -118,62 +96,10 @@ def _child_main(spec: Mapping[str, Any]) -> None:
         max_request_ids=spec["limits"][0],
         max_frame_bytes=spec["limits"][1],
     )
-    endpoint = server.bind()
-    ready = {"endpoint": endpoint, "pid": os.getpid(), "torch": "torch" in sys.modules}
-    sys.stdout.write(json.dumps(ready) + "\n")
-    sys.stdout.flush()
-    try:
-        server.serve(lambda: os.getppid() != parent, stop_fd=sys.stdin.fileno())
-    finally:
-        server.close()
+    serve_as_child(server, server.bind(), parent)
 
 
-@dataclass(slots=True)
-class _GroupState:
-    """What a group must release, kept apart from it for the finalizer."""
-
-    procs: dict[int, subprocess.Popen[bytes]] = field(default_factory=dict)
-    logs: dict[int, IO[bytes]] = field(default_factory=dict)
-    segments: list[shared_memory.SharedMemory] = field(default_factory=list)
-    folders: list[str] = field(default_factory=list)  # of ipc:// endpoints
-
-
-def _shutdown(state: _GroupState, grace_s: float = 2.0) -> None:
-    """Stop every child (ask, terminate, kill), then unlink every segment."""
-    for proc in state.procs.values():
-        if proc.stdin is not None:
-            # A byte (or EOF) on stdin asks the child to stop; the byte also works
-            # when a forked process still holds the pipe open.
-            with contextlib.suppress(OSError):
-                proc.stdin.write(b"\n")
-                proc.stdin.flush()
-            with contextlib.suppress(OSError):
-                proc.stdin.close()
-    for action in (None, "terminate", "kill"):
-        deadline = time.monotonic() + grace_s
-        for proc in state.procs.values():
-            if proc.poll() is None and action is not None:
-                with contextlib.suppress(OSError):
-                    getattr(proc, action)()
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                proc.wait(max(0.0, deadline - time.monotonic()))
-    for proc in state.procs.values():
-        if proc.stdout is not None:
-            proc.stdout.close()
-    for log in state.logs.values():
-        log.close()
-    state.procs.clear()
-    state.logs.clear()
-    for segment in state.segments:
-        with contextlib.suppress(FileNotFoundError):
-            segment.unlink()
-    state.segments.clear()
-    for folder in state.folders:
-        shutil.rmtree(folder, ignore_errors=True)
-    state.folders.clear()
-
-
-class FeatureServerGroup:
+class FeatureServerGroup(ServerProcesses):
     """One :class:`FeatureServer` process per partition, tables in shared memory.
 
     Args:
@@ -248,8 +174,7 @@ class FeatureServerGroup:
         self.endpoints: dict[int, str] = {}
         self.pids: dict[int, int] = {}
         self.imports_torch: dict[int, bool] = {}
-        self._state = _GroupState()
-        self._finalizer = weakref.finalize(self, _shutdown, self._state)
+        super().__init__()
         try:
             self._layouts = self._share(tables, owner, where)
             self._start(
@@ -325,7 +250,7 @@ class FeatureServerGroup:
         endpoint: str,
     ) -> None:
         """Start the servers; ``endpoint`` is ``ipc://`` or ``tcp://host:0``."""
-        packages = _packages()
+        packages = package_paths()
         folder = ""
         if endpoint == "ipc://":
             folder = tempfile.mkdtemp(prefix="strata-features-")
@@ -341,49 +266,18 @@ class FeatureServerGroup:
                 else None,
                 "limits": list(limits),
             }
-            log = tempfile.TemporaryFile()  # noqa: SIM115 (closed by _shutdown)
+            log = tempfile.TemporaryFile()  # noqa: SIM115 (closed by shutdown)
             self._state.logs[part] = log
-            self._state.procs[part] = subprocess.Popen(
-                [sys.executable, "-c", _BOOT, json.dumps(spec)],
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=log,
-            )
-        deadline = time.monotonic() + timeout_s
-        with selectors.DefaultSelector() as selector:
-            for part, proc in self._state.procs.items():
-                assert proc.stdout is not None
-                selector.register(proc.stdout, selectors.EVENT_READ, part)
-            while len(self.endpoints) < self.num_parts:
-                left = deadline - time.monotonic()
-                events = selector.select(left) if left > 0 else []
-                if not events:
-                    missing = sorted(set(self._state.procs) - set(self.endpoints))
-                    self._fail(missing[0], f"no ready message within {timeout_s} s")
-                for key, _ in events:
-                    part = key.data
-                    line = self._state.procs[part].stdout.readline()  # type: ignore[union-attr]
-                    if not line:
-                        self._fail(part, "the process exited before it was ready")
-                    ready = json.loads(line)
-                    self.endpoints[part] = ready["endpoint"]
-                    self.pids[part] = ready["pid"]
-                    self.imports_torch[part] = ready["torch"]
-                    selector.unregister(key.fileobj)
-        self.endpoints = dict(sorted(self.endpoints.items()))
-        self.pids = dict(sorted(self.pids.items()))
+            self._state.procs[part] = start_child(_MODULE, spec, log)
+        ready = await_ready(self._state.procs, timeout_s, self._fail)
+        for part, message in sorted(ready.items()):
+            self.endpoints[part] = message["endpoint"]
+            self.pids[part] = message["pid"]
+            self.imports_torch[part] = message["torch"]
 
-    def _fail(self, part: int, got: str) -> None:
-        log = self._state.logs[part]
-        log.seek(0)
-        tail = log.read()[-2000:].decode("utf-8", errors="replace").strip()
-        raise FeatureError.build(
-            "startup",
-            f"feature server {self.names[part]} (partition {part})",
-            "a server ready to serve",
-            got,
-            f"its stderr: {tail}" if tail else None,
-        )
+    def _fail(self, part: int, got: str) -> NoReturn:
+        where = f"feature server {self.names[part]} (partition {part})"
+        raise startup_error(FeatureError, where, got, self._state.logs[part])
 
     # ----------------------------------------------------------------- access
     def layout(self, part: int) -> dict[str, Any]:
@@ -408,26 +302,13 @@ class FeatureServerGroup:
 
     def kill(self, part: int) -> None:
         """Kill server ``part`` (SIGKILL; for failure tests); its segments stay."""
-        proc = self._state.procs[part]
-        proc.kill()
-        proc.wait(10)
+        self._kill(part)
 
     def alive(self, part: int) -> bool:
         """Whether server ``part``'s process is running."""
-        proc = self._state.procs.get(part)
-        return proc is not None and proc.poll() is None
+        return self._alive(part)
 
     @property
     def segments(self) -> list[str]:
         """Names of the shared-memory segments this group created (under /dev/shm)."""
         return [s.name for s in self._state.segments]
-
-    def close(self) -> None:
-        """Stop every server process and unlink every segment (idempotent)."""
-        self._finalizer()
-
-    def __enter__(self) -> FeatureServerGroup:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()

@@ -37,28 +37,23 @@ from __future__ import annotations
 
 import contextlib
 import heapq
-import json
 import math
 import os
-import selectors
 import signal
 import struct
-import subprocess
-import sys
 import tempfile
 import time
-import weakref
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, NoReturn, Protocol
 
 import numpy as np
 import pyarrow as pa
 import zmq
 
+from strata.storage import _spawn
 from strata.storage.errors import format_error
-from strata.storage.features.server_group import _GroupState, _shutdown
 from strata.storage.geo.errors import GeoError
 from strata.storage.geo.frames import (
     ErrorCode,
@@ -552,41 +547,12 @@ def _child_main(spec: Mapping[str, Any]) -> None:
         spec["endpoint"],
     )
     endpoint = server.bind()
-    ready = {
-        "endpoint": endpoint,
-        "pid": os.getpid(),
-        "torch": "torch" in sys.modules,
-        "replayed": server.replayed,
-    }
-    sys.stdout.write(json.dumps(ready) + "\n")
-    sys.stdout.flush()
-    try:
-        server.serve(lambda: os.getppid() != parent, stop_fd=sys.stdin.fileno())
-    finally:
-        server.close()
+    _spawn.serve_as_child(server, endpoint, parent, replayed=server.replayed)
 
 
 # ------------------------------------------------------------------ the cluster
-_BOOT = """
-import json, sys, types
-spec = json.loads(sys.argv[1])
-for name, path in spec["packages"]:
-    module = types.ModuleType(name)
-    module.__path__ = [path]
-    sys.modules.setdefault(name, module)
-from strata.storage.geo.server import _child_main
-_child_main(spec)
-"""
-
-
-def _packages() -> list[tuple[str, str]]:
-    here = Path(__file__).resolve().parent
-    return [
-        ("strata", str(here.parent.parent)),
-        ("strata.storage", str(here.parent)),
-        ("strata.storage.features", str(here.parent / "features")),
-        ("strata.storage.geo", str(here)),
-    ]
+#: The module a region server's child process runs (its ``_child_main``).
+_MODULE = "strata.storage.geo.server"
 
 
 def _as_key(key: Any) -> tuple[str, str]:
@@ -603,7 +569,7 @@ def _as_key(key: Any) -> tuple[str, str]:
     )
 
 
-class RegionCluster:
+class RegionCluster(_spawn.ServerProcesses):
     """One :class:`RegionServer` process per region (use :meth:`start`).
 
     Attributes:
@@ -629,8 +595,7 @@ class RegionCluster:
                 "a finite value >= 0",
                 str(time_scale),
             )
-        self._state = _GroupState()
-        self._finalizer = weakref.finalize(self, _shutdown, self._state)
+        super().__init__()
         self._folder = Path(tempfile.mkdtemp(prefix="strata-geo-"))
         self._state.folders.append(str(self._folder))
         self._timeout = float(startup_timeout_s)
@@ -754,7 +719,7 @@ class RegionCluster:
 
     def _launch(self, region: int, endpoint: str) -> None:
         spec = {
-            "packages": _packages(),
+            "packages": _spawn.package_paths("geo"),
             "region": region,
             "folder": str(self._folder),
             "keys": [
@@ -769,54 +734,20 @@ class RegionCluster:
         old = self._state.logs.pop(region, None)
         if old is not None:
             old.close()
-        log = tempfile.TemporaryFile()  # noqa: SIM115 (closed by _shutdown)
+        log = tempfile.TemporaryFile()  # noqa: SIM115 (closed by shutdown)
         self._state.logs[region] = log
-        self._state.procs[region] = subprocess.Popen(
-            [sys.executable, "-c", _BOOT, json.dumps(spec)],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=log,
-        )
+        self._state.procs[region] = _spawn.start_child(_MODULE, spec, log)
 
     def _await_ready(self, regions: list[int]) -> None:
-        deadline = time.monotonic() + self._timeout
-        waiting = set(regions)
-        with selectors.DefaultSelector() as selector:
-            for region in regions:
-                stdout = self._state.procs[region].stdout
-                assert stdout is not None
-                selector.register(stdout, selectors.EVENT_READ, region)
-            while waiting:
-                left = deadline - time.monotonic()
-                events = selector.select(left) if left > 0 else []
-                if not events:
-                    self._fail(
-                        min(waiting), f"no ready message within {self._timeout} s"
-                    )
-                for key, _ in events:
-                    region = key.data
-                    stdout = self._state.procs[region].stdout
-                    assert stdout is not None
-                    line = stdout.readline()
-                    if not line:
-                        self._fail(region, "the process exited before it was ready")
-                    ready = json.loads(line)
-                    self._endpoints[region] = ready["endpoint"]
-                    self.pids[region] = ready["pid"]
-                    selector.unregister(key.fileobj)
-                    waiting.discard(region)
+        procs = {region: self._state.procs[region] for region in regions}
+        ready = _spawn.await_ready(procs, self._timeout, self._fail)
+        for region, message in ready.items():
+            self._endpoints[region] = message["endpoint"]
+            self.pids[region] = message["pid"]
 
-    def _fail(self, region: int, got: str) -> None:
-        log = self._state.logs[region]
-        log.seek(0)
-        tail = log.read()[-2000:].decode("utf-8", errors="replace").strip()
-        raise GeoError.build(
-            "startup",
-            f"region server {region} ({self._layout.regions[region]})",
-            "a server ready to serve",
-            got,
-            f"its stderr: {tail}" if tail else None,
-        )
+    def _fail(self, region: int, got: str) -> NoReturn:
+        where = f"region server {region} ({self._layout.regions[region]})"
+        raise _spawn.startup_error(GeoError, where, got, self._state.logs[region])
 
     def _check_region(self, region: int, where: str) -> int:
         if not 0 <= int(region) < self._layout.num_regions:
@@ -827,10 +758,7 @@ class RegionCluster:
 
     def kill(self, region: int) -> None:
         """SIGKILL region ``region``'s server (failure tests); its log stays."""
-        region = self._check_region(region, "RegionCluster.kill")
-        proc = self._state.procs[region]
-        proc.kill()
-        proc.wait(10)
+        self._kill(self._check_region(region, "RegionCluster.kill"))
 
     def restart(self, region: int) -> None:
         """Start region ``region`` again on its old endpoint (killing it if alive).
@@ -850,15 +778,4 @@ class RegionCluster:
 
     def alive(self, region: int) -> bool:
         """Whether region ``region``'s process is running."""
-        proc = self._state.procs.get(self._check_region(region, "RegionCluster.alive"))
-        return proc is not None and proc.poll() is None
-
-    def close(self) -> None:
-        """Stop every server and remove the cluster folder (idempotent)."""
-        self._finalizer()
-
-    def __enter__(self) -> RegionCluster:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+        return self._alive(self._check_region(region, "RegionCluster.alive"))
