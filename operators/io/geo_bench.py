@@ -2,8 +2,8 @@
 
 Spec ``design/systems/geolayer.md`` §3.5-§3.7 and §4. One seeded synthetic workload
 (:func:`~strata.storage.geo.workload.synthetic_workload`) is placed by every
-configuration (a placement and a router, :data:`CONFIGURATIONS`), served on the
-analytic twin (all test requests) and on the region servers (the first
+configuration (a placement and a router, :mod:`strata.storage.geo.configurations`),
+served on the analytic twin (all test requests) and on the region servers (the first
 ``server_requests`` test requests, open-loop arrivals scaled by ``time_scale``), and
 summarised per configuration::
 
@@ -23,31 +23,32 @@ Examples:
     >>> configurations(("nope",))
     Traceback (most recent call last):
     ...
-    strata.operators.errors.OperatorError: configurations in geo_bench: expected names from geolayer, geolayer-random, random3-layered, random3-random, random3-nearest, top3-random, top3-nearest, single-primary, hash, full-replication, home-only, got 'nope'.
+    strata.operators.errors.OperatorError: configurations in geo.configurations: expected names from geolayer, geolayer-random, random3-layered, random3-random, random3-nearest, top3-random, top3-nearest, single-primary, hash, full-replication, home-only, geolayer-nearest, got 'nope'.
 """  # noqa: E501
 
 from __future__ import annotations
 
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from strata.operators.errors import OperatorError
 from strata.storage.csr import CSRGraph
-from strata.storage.geo import placement as pl
-from strata.storage.geo.items import ItemSpace, Placement
-from strata.storage.geo.layers import LayerTree, cross_region_pairs
-from strata.storage.geo.routing import (
-    LayeredRouter,
-    NearestRouter,
-    RandomRouter,
-    Router,
+from strata.storage.geo import configurations as geo_configurations
+from strata.storage.geo.configurations import (
+    CONFIGURATIONS,
+    GeoConfiguration,
+    layer_tree,
+    router_of,
 )
+from strata.storage.geo.configurations import place as place_one
+from strata.storage.geo.errors import GeoError
+from strata.storage.geo.items import ItemSpace, Placement
+from strata.storage.geo.summary import run_arrays
 from strata.storage.geo.topology import Topology, table1, uniform
-from strata.storage.geo.twin import Semantics, TwinResult, simulate
+from strata.storage.geo.twin import Semantics, simulate
 from strata.storage.geo.workload import (
     GeoWorkload,
     GeoWorkloadConfig,
@@ -66,63 +67,20 @@ __all__ = [
 
 WHERE = "geo_bench"
 
-#: Placements, each computed once per run (a configuration pairs one with a router).
-PLACEMENTS = (
-    "geolayer",
-    "random3",
-    "top3",
-    "single-primary",
-    "hash",
-    "full-replication",
-    "home-only",
-)
-ROUTERS = ("layered", "random", "nearest")
-
 #: The topologies a run can use: the paper's Table I, and the uniform matrix of A10.
 TOPOLOGIES = ("table1", "uniform")
 UNIFORM_RTT_MS, UNIFORM_BW_MBPS = 70.0, 90.0
 
 
-@dataclass(frozen=True, slots=True)
-class GeoConfiguration:
-    """One row of the comparison: a placement served through a router (spec §3.6)."""
-
-    name: str
-    placement: str
-    router: str
-
-
-#: Every configuration of spec §3.6: GeoLayer, the ablations (placement only: layered
-#: placement + random routing; routing only: Random-3 + layered routing), Random-3
-#: and Top-3 with random (the paper's) and nearest routing, and the single-holder
-#: layouts (any router serves them the same; nearest is used).
-CONFIGURATIONS = (
-    GeoConfiguration("geolayer", "geolayer", "layered"),
-    GeoConfiguration("geolayer-random", "geolayer", "random"),
-    GeoConfiguration("random3-layered", "random3", "layered"),
-    GeoConfiguration("random3-random", "random3", "random"),
-    GeoConfiguration("random3-nearest", "random3", "nearest"),
-    GeoConfiguration("top3-random", "top3", "random"),
-    GeoConfiguration("top3-nearest", "top3", "nearest"),
-    GeoConfiguration("single-primary", "single-primary", "nearest"),
-    GeoConfiguration("hash", "hash", "nearest"),
-    GeoConfiguration("full-replication", "full-replication", "nearest"),
-    GeoConfiguration("home-only", "home-only", "nearest"),
-)
-_BY_NAME = {c.name: c for c in CONFIGURATIONS}
-
-
 def configurations(names: Sequence[str]) -> tuple[GeoConfiguration, ...]:
-    """The configurations called ``names`` (in that order); unknown names raise."""
-    unknown = [n for n in names if n not in _BY_NAME]
-    if unknown or not names:
-        raise OperatorError.build(
-            "configurations",
-            WHERE,
-            f"names from {', '.join(_BY_NAME)}",
-            ", ".join(repr(n) for n in unknown) if unknown else "none",
-        )
-    return tuple(_BY_NAME[n] for n in dict.fromkeys(names))
+    """The configurations called ``names`` (:mod:`strata.storage.geo.configurations`).
+
+    In that order, once each; unknown names raise :class:`OperatorError`.
+    """
+    try:
+        return geo_configurations.configurations(names)
+    except GeoError as error:
+        raise OperatorError(str(error)) from error
 
 
 def topology_of(name: str) -> Topology:
@@ -198,29 +156,6 @@ def workload_of(payload: Mapping[str, Any], config: GeoWorkloadConfig) -> GeoWor
 # -- placements -------------------------------------------------------------------
 
 
-def _place_one(
-    name: str, w: GeoWorkload, topology: Topology, seed: int
-) -> tuple[ItemSpace, Placement]:
-    """One placement of :data:`PLACEMENTS` (single-primary and hash re-home items)."""
-    r = topology.num_regions
-    if name == "geolayer":
-        tree = layer_tree(w, topology)
-        return w.space, pl.geolayer_place(w.history, w.space, w.graph, tree, topology)
-    if name == "random3":
-        return w.space, pl.random_k(w.space, r, k=3, seed=seed)
-    if name == "top3":
-        return w.space, pl.top_k(w.history, w.space, r, k=3)
-    if name == "single-primary":
-        return pl.single_primary(w.space, w.graph, region=0)
-    if name == "hash":
-        return pl.hash_layout(w.space, w.graph, r)
-    if name == "full-replication":
-        return w.space, pl.full_replication(w.space, r)
-    if name == "home-only":
-        return w.space, pl.home_only(w.space)
-    raise OperatorError.build("placement", WHERE, " or ".join(PLACEMENTS), repr(name))
-
-
 def place(
     workload_payload: Mapping[str, Any],
     *,
@@ -238,7 +173,7 @@ def place(
     out: dict[str, dict[str, Any]] = {}
     for name in placements:
         start = time.perf_counter()
-        space, placement = _place_one(name, w, topology, seed)
+        space, placement = place_one(name, w, topology, seed)
         seconds = time.perf_counter() - start
         placement.check(space)
         out[name] = {
@@ -252,6 +187,7 @@ def place(
 def placement_of(
     w: GeoWorkload, placed: Mapping[str, Any]
 ) -> tuple[ItemSpace, Placement]:
+    """One placement of the ``placements`` step's output, rebuilt on ``w``'s items."""
     space = ItemSpace(
         w.space.num_vertices,
         w.space.num_edges,
@@ -259,27 +195,6 @@ def placement_of(
         np.asarray(placed["home"]),
     )
     return space, Placement(np.asarray(placed["holders"]))
-
-
-def layer_tree(w: GeoWorkload, topology: Topology) -> LayerTree:
-    """The latency-layered tree over the region pairs the graph's edges join (§3.2)."""
-    src = np.repeat(np.arange(w.graph.num_nodes), np.diff(w.graph.indptr))
-    home = w.vertex_home
-    pairs = cross_region_pairs(home[src], home[w.graph.indices], topology.num_regions)
-    return LayerTree.build(topology, pairs)
-
-
-def router_of(
-    kind: str, placement: Placement, topology: Topology, tree: LayerTree, seed: int
-) -> Router:
-    """A configuration's router: ``layered``, ``random`` (seeded) or ``nearest``."""
-    if kind == "layered":
-        return LayeredRouter(placement, tree, topology)
-    if kind == "random":
-        return RandomRouter(placement, seed=seed)
-    if kind == "nearest":
-        return NearestRouter(placement, topology)
-    raise OperatorError.build("router", WHERE, " or ".join(ROUTERS), repr(kind))
 
 
 # -- the twin ---------------------------------------------------------------------
@@ -314,7 +229,7 @@ def simulate_twin(
         result = simulate(
             w.test, placement, router, topology, space=space, semantics=mode
         )
-        out[config.name] = _twin_payload(result)
+        out[config.name] = run_arrays(result)
         if head.num_requests:
             router = router_of(config.router, placement, topology, tree, seed)
             first = simulate(
@@ -322,27 +237,6 @@ def simulate_twin(
             )
             out[config.name]["prefix_latency_ms"] = first.latency_ms
     return out
-
-
-def _twin_payload(result: TwinResult) -> dict[str, Any]:
-    cost = result.cost
-    return {
-        "latency_ms": result.latency_ms,
-        "regions_contacted": result.regions_contacted,
-        "wan_bytes": result.wan_bytes,
-        "local_only": result.local_only,
-        "served_by": result.served_items,
-        "storage_bytes": result.storage_bytes,
-        "cost": {
-            "storage_usd": cost.storage_usd,
-            "read_usd": cost.read_usd,
-            "write_usd": cost.write_usd,
-            "assoc_units": cost.assoc_units,
-            "assoc_usd": cost.assoc_usd,
-            "dollars_usd": cost.dollars_usd,
-            "total_usd": cost.total_usd,
-        },
-    }
 
 
 # -- the region servers -----------------------------------------------------------

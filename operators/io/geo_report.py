@@ -26,6 +26,7 @@ import numpy as np
 
 from strata.operators.errors import OperatorError
 from strata.operators.io.geo_bench import configurations, topology_of
+from strata.storage.geo.summary import figures, mean, per_origin, percentiles
 from strata.storage.geo.workload import GeoWorkloadConfig, Requests
 
 __all__ = [
@@ -45,35 +46,6 @@ CDF_POINTS = 101
 #: A1's per-request tolerance floor, in wall-clock milliseconds (spec §3.5).
 A1_FLOOR_MS = 3.0
 A1_RELATIVE = 0.10
-
-
-def percentiles(latency_ms: np.ndarray) -> dict[str, float | None]:
-    """Mean, p50, p95 and p99 of the finite ``latency_ms`` (None when there are none).
-
-    A NaN is a request the servers did not answer; :func:`a1_agreement` counts those.
-    """
-    values = np.asarray(latency_ms, dtype=np.float64)
-    values = values[np.isfinite(values)]
-    if values.size == 0:
-        return dict.fromkeys(("mean", "p50", "p95", "p99"), None)
-    p50, p95, p99 = np.percentile(values, [50, 95, 99])
-    return {
-        "mean": round(float(values.mean()), 4),
-        "p50": round(float(p50), 4),
-        "p95": round(float(p95), 4),
-        "p99": round(float(p99), 4),
-    }
-
-
-def per_origin(
-    latency_ms: np.ndarray, origin: np.ndarray, regions: Sequence[str]
-) -> dict[str, dict[str, float | None]]:
-    """:func:`percentiles` of each origin region's requests (regions with any)."""
-    return {
-        name: percentiles(latency_ms[origin == r])
-        for r, name in enumerate(regions)
-        if np.any(origin == r)
-    }
 
 
 def cdf_points(latency_ms: np.ndarray) -> list[float]:
@@ -168,26 +140,19 @@ def summarize(
     for config in configurations(configs):
         t = twin[config.name]
         latency = np.asarray(t["latency_ms"])
-        violated = latency > test.slo_ms
         row: dict[str, Any] = {
             "placement": config.placement,
             "router": config.router,
             "placement_s": round(float(placements[config.placement]["placement_s"]), 4),
-            "read_ms": percentiles(latency[reads]),
-            "read_ms_per_origin": per_origin(
-                latency[reads], test.origin[reads], regions
+            **figures(
+                t,
+                is_write=test.is_write,
+                origin=test.origin,
+                slo_ms=test.slo_ms,
+                regions=regions,
+                seen=seen,
             ),
-            "write_ms": percentiles(latency[~reads]),
-            "slo_violation_rate": _rate(violated[reads]),
-            "slo_violation_rate_seen": _rate(violated[reads & seen]),
-            "regions_contacted_mean": _mean(np.asarray(t["regions_contacted"])[reads]),
-            "wan_bytes_per_request": _mean(np.asarray(t["wan_bytes"])),
-            "local_only_fraction": _rate(np.asarray(t["local_only"])[reads]),
-            "storage_bytes": float(np.sum(t["storage_bytes"])),
-            "storage_bytes_per_region": [float(b) for b in t["storage_bytes"]],
-            "cost_per_hour": {k: float(v) for k, v in t["cost"].items()},
             "cdf_ms": cdf_points(latency[reads]),
-            "served_by": np.asarray(t["served_by"]).astype(int).tolist(),
         }
         if config.name in servers:
             row["servers"] = _server_row(
@@ -227,19 +192,11 @@ def _server_row(
         "read_ms": percentiles(latency[reads]),
         "read_ms_per_origin": per_origin(latency[reads], origin[reads], regions),
         "write_ms": percentiles(latency[~reads]),
-        "regions_contacted_mean": _mean(
+        "regions_contacted_mean": mean(
             np.asarray(replayed["regions_contacted"])[reads]
         ),
         "a1": a1_agreement(np.asarray(twin["prefix_latency_ms"]), latency, time_scale),
     }
-
-
-def _rate(flags: np.ndarray) -> float | None:
-    return round(float(np.mean(flags)), 6) if flags.size else None
-
-
-def _mean(values: np.ndarray) -> float | None:
-    return round(float(np.mean(values)), 4) if values.size else None
 
 
 def render_outputs(outputs: Mapping[str, Any]) -> str:

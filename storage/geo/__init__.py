@@ -4,8 +4,9 @@ A plain library (numpy, numba, pyarrow, pyzmq and ``strata.storage`` only): regi
 and links (:mod:`.topology`), items and holder bitmasks (:mod:`.items`), the layer
 tree (:mod:`.layers`), routers (:mod:`.routing`), the cost model (:mod:`.cost`),
 directed heat diffusion (:mod:`.heat`), placement and baselines (:mod:`.placement`),
-the synthetic workload (:mod:`.workload`), the analytic twin (:mod:`.twin`) and the
-WAN shim (:mod:`.wan`).
+the synthetic workload (:mod:`.workload`), the analytic twin (:mod:`.twin`), the
+WAN shim (:mod:`.wan`), the compared configurations (:mod:`.configurations`) and
+their per-run figures (:mod:`.summary`).
 """
 
 from strata.storage.geo.cost import CostBreakdown, CostConfig

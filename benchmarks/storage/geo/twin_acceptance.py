@@ -26,26 +26,20 @@ from typing import Any
 import numba
 import numpy as np
 
+from strata.storage.geo.configurations import (
+    ALL_CONFIGURATIONS,
+    BuiltConfiguration,
+    build,
+    configuration,
+    configurations,
+    router_of,
+)
 from strata.storage.geo.cost import CostConfig
-from strata.storage.geo.items import ItemSpace, Placement
-from strata.storage.geo.layers import LayerTree, cross_region_pairs
+from strata.storage.geo.layers import LayerTree
 from strata.storage.geo.optimal import evaluate_holders, solve_optimal, tiny_instance
-from strata.storage.geo.placement import (
-    GeoPlaceConfig,
-    full_replication,
-    geolayer_place,
-    hash_layout,
-    home_only,
-    random_k,
-    single_primary,
-    top_k,
-)
-from strata.storage.geo.routing import (
-    LayeredRouter,
-    NearestRouter,
-    RandomRouter,
-    Router,
-)
+from strata.storage.geo.placement import GeoPlaceConfig, geolayer_place
+from strata.storage.geo.routing import Router
+from strata.storage.geo.summary import twin_figures
 from strata.storage.geo.topology import Topology, table1, uniform
 from strata.storage.geo.twin import Semantics, TwinResult, simulate
 from strata.storage.geo.workload import (
@@ -57,32 +51,20 @@ from strata.storage.geo.workload import (
 RESULTS = Path(__file__).resolve().parents[2] / "results"
 COMMAND = ".venv/bin/python -m benchmarks.storage.geo.twin_acceptance"
 
-GEOLAYER = "GeoLayer"
-RANDOM3 = "Random-3 (random routing)"
-RANDOM3_NEAREST = "Random-3 (nearest routing)"
-TOP3 = "Top-3 (random routing)"
-TOP3_NEAREST = "Top-3 (nearest routing)"
-SINGLE = "single-primary"
-HASH = "hash"
-FULL = "full replication"
-HOME = "home-only"
-ABL_ROUTING = "Random-3 + layered routing (routing only)"
-ABL_PLACEMENT = "GeoLayer placement + random routing (placement only)"
-GEO_NEAREST = "GeoLayer placement + nearest routing (diagnostic)"
-ALL_CONFIGS = (
-    GEOLAYER,
-    RANDOM3,
-    RANDOM3_NEAREST,
-    TOP3,
-    TOP3_NEAREST,
-    SINGLE,
-    HASH,
-    FULL,
-    HOME,
-    ABL_ROUTING,
-    ABL_PLACEMENT,
-    GEO_NEAREST,
-)
+# Rows name configurations by their display labels (strata.storage.geo.configurations).
+GEOLAYER = configuration("geolayer").label
+RANDOM3 = configuration("random3-random").label
+RANDOM3_NEAREST = configuration("random3-nearest").label
+TOP3 = configuration("top3-random").label
+TOP3_NEAREST = configuration("top3-nearest").label
+SINGLE = configuration("single-primary").label
+HASH = configuration("hash").label
+FULL = configuration("full-replication").label
+HOME = configuration("home-only").label
+ABL_ROUTING = configuration("random3-layered").label
+ABL_PLACEMENT = configuration("geolayer-random").label
+GEO_NEAREST = configuration("geolayer-nearest").label
+ALL_CONFIGS = tuple(c.label for c in ALL_CONFIGURATIONS)
 
 
 @dataclass(frozen=True, eq=False)
@@ -113,141 +95,43 @@ class ConfigResult:
         return float(self.twin.storage_bytes.sum())
 
     def summary(self, region_names: Sequence[str]) -> dict[str, Any]:
-        """The figures spec §4 reports for every configuration."""
-        t, rd = self.twin, self.reads
-        lat = t.latency_ms[rd]
-        per_origin = {}
-        for o, name in enumerate(region_names):
-            sel = t.latency_ms[rd & (t.origin == o)]
-            if sel.size:
-                per_origin[name] = [
-                    float(np.quantile(sel, q)) for q in (0.5, 0.95, 0.99)
-                ]
-        wr = t.latency_ms[t.is_write]
-        c = t.cost
+        """The figures spec §4 reports for every configuration.
+
+        Computed by :func:`~strata.storage.geo.summary.twin_figures` (as the job's
+        report), under the key names ``geo_twin_configs.json`` has always used.
+        """
+        f = twin_figures(self.twin, region_names)
+        read, write, c = f["read_ms"], f["write_ms"], f["cost_per_hour"]
         return {
             "config": self.name,
             "seed": self.seed,
             "semantics": self.semantics,
-            "read_p50_p95_p99_ms": [
-                float(np.quantile(lat, q)) for q in (0.5, 0.95, 0.99)
-            ],
-            "read_mean_ms": float(lat.mean()),
-            "read_per_origin_p50_p95_p99_ms": per_origin,
-            "write_p50_p99_ms": [float(np.quantile(wr, q)) for q in (0.5, 0.99)]
-            if wr.size
-            else None,
-            "slo_violation_rate": float(t.slo_violation[rd].mean()),
-            "mean_regions_contacted": float(t.regions_contacted[rd].mean()),
-            "wan_bytes_per_request": float(t.wan_bytes.mean()),
-            "local_only_fraction": float(t.local_only[rd].mean()),
-            "storage_bytes": self.storage_bytes,
-            "cost_per_hour": {
-                "C(S)": c.storage_usd,
-                "C(R)": c.read_usd,
-                "C(W)": c.write_usd,
-                "C(A)_units": c.assoc_units,
-                "C(A)_usd": c.assoc_usd,
-                "dollars": c.dollars_usd,
-                "total": c.total_usd,
+            "read_p50_p95_p99_ms": [read["p50"], read["p95"], read["p99"]],
+            "read_mean_ms": read["mean"],
+            "read_per_origin_p50_p95_p99_ms": {
+                name: [p["p50"], p["p95"], p["p99"]]
+                for name, p in f["read_ms_per_origin"].items()
             },
-            "served_by_items": t.served_items.tolist(),
+            "write_p50_p99_ms": None
+            if write["p50"] is None
+            else [write["p50"], write["p99"]],
+            "slo_violation_rate": f["slo_violation_rate"],
+            "mean_regions_contacted": f["regions_contacted_mean"],
+            "wan_bytes_per_request": f["wan_bytes_per_request"],
+            "local_only_fraction": f["local_only_fraction"],
+            "storage_bytes": f["storage_bytes"],
+            "cost_per_hour": {
+                "C(S)": c["storage_usd"],
+                "C(R)": c["read_usd"],
+                "C(W)": c["write_usd"],
+                "C(A)_units": c["assoc_units"],
+                "C(A)_usd": c["assoc_usd"],
+                "dollars": c["dollars_usd"],
+                "total": c["total_usd"],
+            },
+            "served_by_items": f["served_by"],
             "placement_s": self.placement_s,
         }
-
-
-def _timed(fn: Callable[[], Placement]) -> tuple[Placement, float]:
-    t0 = time.perf_counter()
-    out = fn()
-    return out, time.perf_counter() - t0
-
-
-def build_configurations(
-    workload: GeoWorkload,
-    topology: Topology,
-    seed: int,
-    names: Sequence[str] = ALL_CONFIGS,
-    place_cfg: GeoPlaceConfig | None = None,
-) -> list[tuple[str, ItemSpace, Placement, Router, float]]:
-    """(name, item space, placement, router, placement seconds) per configuration."""
-    r = topology.num_regions
-    space = workload.space
-    src = np.repeat(np.arange(workload.graph.num_nodes), np.diff(workload.graph.indptr))
-    vh = workload.vertex_home
-    tree = LayerTree.build(
-        topology, cross_region_pairs(vh[src], vh[workload.graph.indices], r)
-    )
-    cache: dict[str, tuple[Placement, float]] = {}
-
-    def geo() -> tuple[Placement, float]:
-        if "geo" not in cache:
-            cache["geo"] = _timed(
-                lambda: geolayer_place(
-                    workload.history, space, workload.graph, tree, topology, place_cfg
-                )
-            )
-        return cache["geo"]
-
-    def rnd() -> tuple[Placement, float]:
-        if "r3" not in cache:
-            cache["r3"] = _timed(lambda: random_k(space, r, 3, seed))
-        return cache["r3"]
-
-    def top() -> tuple[Placement, float]:
-        if "t3" not in cache:
-            cache["t3"] = _timed(lambda: top_k(workload.history, space, r, 3))
-        return cache["t3"]
-
-    out: list[tuple[str, ItemSpace, Placement, Router, float]] = []
-    for name in names:
-        if name == GEOLAYER:
-            p, s = geo()
-            out.append((name, space, p, LayeredRouter(p, tree, topology), s))
-        elif name == ABL_PLACEMENT:
-            p, s = geo()
-            out.append((name, space, p, RandomRouter(p, seed), s))
-        elif name == GEO_NEAREST:
-            p, s = geo()
-            out.append((name, space, p, NearestRouter(p, topology), s))
-        elif name in (RANDOM3, RANDOM3_NEAREST, ABL_ROUTING):
-            p, s = rnd()
-            router: Router
-            if name == RANDOM3:
-                router = RandomRouter(p, seed)
-            elif name == RANDOM3_NEAREST:
-                router = NearestRouter(p, topology)
-            else:
-                router = LayeredRouter(p, tree, topology)
-            out.append((name, space, p, router, s))
-        elif name in (TOP3, TOP3_NEAREST):
-            p, s = top()
-            router = (
-                RandomRouter(p, seed) if name == TOP3 else NearestRouter(p, topology)
-            )
-            out.append((name, space, p, router, s))
-        elif name == SINGLE:
-            t0 = time.perf_counter()
-            sp, p = single_primary(space, workload.graph, 0)
-            out.append(
-                (name, sp, p, NearestRouter(p, topology), time.perf_counter() - t0)
-            )
-        elif name == HASH:
-            t0 = time.perf_counter()
-            sp, p = hash_layout(space, workload.graph, r)
-            out.append(
-                (name, sp, p, NearestRouter(p, topology), time.perf_counter() - t0)
-            )
-        elif name == FULL:
-            p, s = _timed(lambda: full_replication(space, r))
-            out.append((name, space, p, NearestRouter(p, topology), s))
-        elif name == HOME:
-            p, s = _timed(lambda: home_only(space))
-            out.append((name, space, p, NearestRouter(p, topology), s))
-        else:
-            raise ValueError(
-                f"unknown configuration {name!r}; expected one of {ALL_CONFIGS}"
-            )
-    return out
 
 
 def run_twin_configurations(
@@ -259,6 +143,7 @@ def run_twin_configurations(
     workload: GeoWorkload | None = None,
     cost_config: CostConfig | None = None,
     traversal_names: Sequence[str] = (),
+    place_cfg: GeoPlaceConfig | None = None,
 ) -> list[ConfigResult]:
     """Every named configuration on one seed's workload, simulated on the twin.
 
@@ -268,39 +153,32 @@ def run_twin_configurations(
     w = workload or synthetic_workload(topology, cfg, seed)
     test = w.test
     from_history = np.isin(test.source, w.history.source[~w.history.is_write])
-    out = []
-    built = build_configurations(w, topology, seed, names)
-    for name, space, placement, router, took in built:
+    built = build(configurations(names), w, topology, seed, place_cfg)
+
+    def run(b: BuiltConfiguration, router: Router, mode: Semantics) -> ConfigResult:
         res = simulate(
             test,
-            placement,
+            b.placement,
             router,
             topology,
-            space=space,
-            semantics=semantics,
+            space=b.space,
+            semantics=mode,
             cost_config=cost_config,
         )
-        out.append(
-            ConfigResult(name, seed, took, res, from_history, semantics, test.kind)
+        label, took = b.config.label, b.placement_s
+        return ConfigResult(label, seed, took, res, from_history, mode, test.kind)
+
+    out = [run(b, b.router, semantics) for b in built]
+    # Traversal reruns get fresh routers: a random one replays the same stream.
+    out += [
+        run(
+            b,
+            router_of(b.config.router, b.placement, topology, b.tree, seed),
+            "traversal",
         )
-    for name, space, placement, router, took in built:
-        if name in traversal_names:
-            if isinstance(router, RandomRouter):
-                router = RandomRouter(placement, seed)  # the same random stream again
-            res = simulate(
-                test,
-                placement,
-                router,
-                topology,
-                space=space,
-                semantics="traversal",
-                cost_config=cost_config,
-            )
-            out.append(
-                ConfigResult(
-                    name, seed, took, res, from_history, "traversal", test.kind
-                )
-            )
+        for b in built
+        if b.config.label in traversal_names
+    ]
     return out
 
 

@@ -19,6 +19,8 @@ MODULES = [
     "placement",
     "twin",
     "optimal",
+    "configurations",
+    "summary",
 ]
 
 
