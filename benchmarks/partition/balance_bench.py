@@ -361,7 +361,7 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, default=5)
     parser.add_argument("--graphs", default="social,rmat18")
     args = parser.parse_args()
-    command = "cd /work/main && .venv/bin/python " + " ".join(
+    command = ".venv/bin/python " + " ".join(
         [str(Path(sys.argv[0]).resolve().relative_to(ROOT)), *sys.argv[1:]]
     )
     try:

@@ -59,7 +59,7 @@ METHODS = ("pymetis", "grem-metis", "grem-multilevel")
 SEEDING = {"grem-metis": "METIS seed", "grem-multilevel": "multilevel seed"}
 MB = 1024 * 1024
 COMMAND = (
-    "cd /work/main && GREM_RESULTS=benchmarks/results/grem.json .venv/bin/python -m "
+    "GREM_RESULTS=benchmarks/results/grem.json .venv/bin/python -m "
     "pytest benchmarks/partition/test_grem_acceptance.py -m large -s "
     "-p no:cacheprovider -k '{case}'"
 )

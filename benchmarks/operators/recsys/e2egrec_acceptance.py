@@ -408,7 +408,7 @@ def main() -> None:
 
     torch.set_num_threads(args.threads)
     numba.set_num_threads(min(args.threads, numba.config.NUMBA_NUM_THREADS))
-    command = "cd /work/main && .venv/bin/python " + " ".join(
+    command = ".venv/bin/python " + " ".join(
         shlex.quote(a) for a in [os.path.relpath(__file__, ROOT), *sys.argv[1:]]
     )
     size = f"{args.users}x{args.items} synthetic, <= {args.epochs} epochs"
@@ -428,7 +428,7 @@ def main() -> None:
                 [60.0],
                 "<= 1.0",
                 seconds <= 60.0,
-                f"cd /work/main && time .venv/bin/strata {argv}",
+                f"time .venv/bin/strata {argv}",
                 better="lower",
             )
         )
