@@ -1,4 +1,5 @@
 import warnings
+from collections.abc import Iterator
 
 import numpy as np
 import pytest
@@ -59,3 +60,16 @@ def make_graph():
 def to_edge_index():
     """The :func:`edge_index_of` converter."""
     return edge_index_of
+
+
+@pytest.fixture
+def one_torch_thread() -> Iterator[None]:
+    """Run torch single-threaded for the test (recsys tests use it module-wide).
+
+    Their tensors are tiny, and on a shared, oversubscribed CPU torch's spinning
+    worker threads made tiny steps ~30x slower.
+    """
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)

@@ -12,6 +12,8 @@ from strata.operators.recsys.gradnorm import (
     weight_gradient,
 )
 
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
 
 def _autograd_weight_gradient(
     w: torch.Tensor,

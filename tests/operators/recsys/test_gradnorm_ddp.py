@@ -21,6 +21,8 @@ from strata.operators.recsys.split import temporal_split
 from strata.operators.recsys.synth import SynthConfig, synth_interactions
 from strata.operators.recsys.train import RecConfig, RecTrainer
 
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
 
 @pytest.fixture
 def one_worker_group():  # type: ignore[no-untyped-def]

@@ -13,6 +13,8 @@ from strata.operators.recsys.interactions import load_interactions
 from strata.operators.recsys.split import temporal_split
 from strata.storage.errors import FormatError
 
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
 ROWS = {
     "user": ["ann", "bob", "ann", "cy", "bob", "ann"],
     "item": ["tea", "tea", "jam", "jam", "bun", "bun"],

@@ -26,6 +26,8 @@ from strata.operators.recsys.synth import SynthConfig, synth_interactions
 from strata.operators.recsys.topk_io import TOPK_COLUMNS, write_topk
 from strata.storage.hetero import Relation, TypedGraph
 
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
 
 def wired(payload: object) -> object:
     return unpack(pack({}, payload))[1]

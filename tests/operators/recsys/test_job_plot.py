@@ -10,6 +10,8 @@ import pytest
 from strata.operators.cli.main import main
 from strata.operators.cli.plot_recsys import mean_std, recsys_table
 
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
 TABLE = {
     "seeds": [0, 1, 2],
     "variants": {

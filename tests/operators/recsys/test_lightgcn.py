@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 import torch
 
 from strata.operators.recsys.lightgcn import (
@@ -10,6 +11,8 @@ from strata.operators.recsys.lightgcn import (
     LightGCNConfig,
     normalised_adjacency,
 )
+
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def test_propagation_matches_dense_reference() -> None:

@@ -11,6 +11,8 @@ import torch
 from strata.operators.recsys.metrics import auc, topk_metrics
 from strata.operators.recsys.split import items_by_user
 
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
 
 def _csr(pairs: list[tuple[int, int]], num_users: int) -> tuple[np.ndarray, np.ndarray]:
     u = np.array([p[0] for p in pairs], dtype=np.int64)

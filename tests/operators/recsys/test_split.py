@@ -5,12 +5,15 @@ from __future__ import annotations
 from dataclasses import replace
 
 import numpy as np
+import pytest
 
 from strata.operators.recsys.features import build_features
 from strata.operators.recsys.graph import CO_ENGAGED, build_typed_graph, co_engagement
 from strata.operators.recsys.split import temporal_split, train_pairs
 from strata.operators.recsys.synth import SynthConfig, synth_interactions
 from strata.storage.hetero import TypedGraph
+
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 CFG = SynthConfig(num_users=300, num_items=150)
 

@@ -28,6 +28,8 @@ from strata.operators.recsys.synth import SynthConfig, synth_interactions
 from strata.operators.recsys.train import RecConfig, RecMetrics, evaluate_topk
 from strata.storage.hetero import TypedGraph
 
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
 DIMS = ModelDims(hidden=8, id_dim=4, tower_hidden=8, tower_out=8, fuse_dim=8)
 TINY = SynthConfig(num_users=150, num_items=80, communities=4, max_per_user=30)
 

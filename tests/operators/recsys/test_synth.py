@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from strata.operators.recsys.synth import SynthConfig, synth_interactions
+
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 SMALL = SynthConfig(num_users=300, num_items=150)
 

@@ -21,6 +21,8 @@ from strata.operators.recsys.train import (
 )
 from strata.operators.recsys.variants import Variant
 
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
 
 @pytest.fixture(scope="module")
 def data():  # type: ignore[no-untyped-def]
