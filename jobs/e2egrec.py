@@ -29,7 +29,10 @@ training step (``resume=true`` continues from there). ``output_dir`` receives
 table's own ids).
 
 The report's outputs: per variant the test Recall@K and NDCG@K (mean and standard
-deviation over ``seeds``) and long-view AUC; ``timing`` with each variant's
+deviation over ``seeds``) and long-view AUC; ``sampled``, the same Recall@K and
+NDCG@K from sampled neighbourhoods at the training fan-outs and their gaps to
+full inference (``<metric>_gap``, sampled - full: §4.5's train/eval mismatch);
+``timing`` with each variant's
 training seconds, samples per second, phase shares (GradNorm's is its overhead)
 and B1's refresh cost (stage-1 training plus one full inference); how many users
 were skipped for having no train interaction; and ``recsys``, the table
@@ -207,7 +210,14 @@ def _trainer(config: E2EGRecConfig, variant: str, seed: int, step_id: str) -> An
         lightgcn = LightGCNConfig(
             epochs=train.epochs, patience=train.patience, seed=seed
         )
-        return LightGCNStep(lightgcn, threads=config.threads)
+        return LightGCNStep(
+            lightgcn,
+            threads=config.threads,
+            name=step_id,
+            checkpoint_dir=config.checkpoint_dir,
+            checkpoint_every=config.checkpoint_every,
+            resume=config.resume,
+        )
     return RecTrainStep(
         dataclasses.replace(train, variant=Variant(variant), seed=seed),
         name=step_id,
@@ -245,6 +255,17 @@ def render(outputs: dict[str, Any]) -> str:
         share = timing.get("gradnorm_share")
         cells.append("-" if share is None else f"{share:.1%}")
         lines.append("| " + " | ".join(cells) + " |")
+    for row in rows:
+        sampled = row.get("sampled")
+        if sampled is None:  # LightGCN R: no sampled inference
+            continue
+        cells = [
+            f"{key} {sampled[key]:.4f} ({sampled[f'{key}_gap']:+.4f})"
+            for key in metrics
+        ]
+        lines.append(
+            f"sampled inference {row['variant']} (gap to full): " + ", ".join(cells)
+        )
     b1 = outputs["timing"].get("B1", {})
     if "refresh_s" in b1:
         lines.append(

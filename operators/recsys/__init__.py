@@ -21,6 +21,7 @@ from strata.operators.recsys.interactions import Interactions, load_interactions
 from strata.operators.recsys.lightgcn import (
     LightGCNConfig,
     LightGCNResult,
+    LightGCNTrainer,
     train_lightgcn,
 )
 from strata.operators.recsys.metrics import TopKMetrics, auc, topk_metrics
@@ -50,6 +51,7 @@ __all__ = [
     "Interactions",
     "LightGCNConfig",
     "LightGCNResult",
+    "LightGCNTrainer",
     "ModelDims",
     "RecConfig",
     "RecFeatures",

@@ -4,8 +4,13 @@
 (:func:`~strata.operators.recsys.step.trained_from_payload`; LightGCN R from its
 embeddings) and measures, over the full item catalogue with train and validation
 items excluded (``e2egrec.md`` §5), test Recall@K and NDCG@K and the long-view
-AUC. With an ``output_dir`` it also writes each variant's top-K recommendations
-(first seed) to ``<output_dir>/recommendations_<variant>.parquet``
+AUC. It measures Recall@K and NDCG@K a second time with ``z`` from *sampled*
+neighbourhoods at the training fan-outs (``sampled``, with ``<metric>_gap`` =
+sampled - full): §4.5 / pitfall 6 report it to expose a train/eval mismatch. A
+variant without a joint encoder has nothing sampled (its sampled numbers are the
+full ones; LightGCN R has none: None). With an ``output_dir`` it also writes each
+variant's top-K recommendations (first seed) to
+``<output_dir>/recommendations_<variant>.parquet``
 (:func:`~strata.operators.recsys.topk_io.write_topk`, original ids): one list per
 user with at least one train interaction, ranked over the items the user never
 interacted with (train, validation or test). Users without a train interaction
@@ -13,7 +18,8 @@ get none: they are skipped and counted (``skipped_users``).
 
 :func:`report` folds the seeds: per variant the mean and standard deviation of
 each metric, the training time, samples per second and the share of each phase
-(sampling, forward, GradNorm, backward; GradNorm's share is G3's overhead), B1's
+(sampling, forward, GradNorm, backward; GradNorm's share is G3's overhead), the
+sampled-inference metrics and their gaps (``sampled``, folded the same way), B1's
 refresh cost (stage-1 training plus one full inference), and the recsys table
 that ``strata plot`` draws (:mod:`strata.operators.cli.plot_recsys`). Everything
 measured in seconds sits under ``timing``, apart from the metrics, so two runs
@@ -46,7 +52,7 @@ from strata.operators.recsys.metrics import topk_metrics
 from strata.operators.recsys.split import Split, items_by_user, ranking_task
 from strata.operators.recsys.step import trained_from_payload
 from strata.operators.recsys.topk_io import write_topk
-from strata.operators.recsys.train import RecConfig, evaluate_topk
+from strata.operators.recsys.train import RecConfig, RecMetrics, evaluate_topk
 
 __all__ = ["PHASES", "evaluate", "fold_seeds", "recommend", "report"]
 
@@ -58,6 +64,25 @@ _PARTS = ("encoder", "towers")
 
 def _metric_keys(ks: Sequence[int]) -> list[str]:
     return [f"{m}@{k}" for m in ("recall", "ndcg") for k in ks]
+
+
+def _sampled_keys(ks: Sequence[int]) -> list[str]:
+    """A run's ``sampled`` keys: each metric, then its gap to full inference."""
+    keys = _metric_keys(ks)
+    return [*keys, *(f"{k}_gap" for k in keys)]
+
+
+def _sampled(
+    full: Payload, recall: dict[int, float], ndcg: dict[int, float]
+) -> Payload:
+    """Sampled-inference metrics and their gaps (sampled - full) to ``full``."""
+    out: Payload = {
+        **{f"recall@{k}": float(v) for k, v in recall.items()},
+        **{f"ndcg@{k}": float(v) for k, v in ndcg.items()},
+    }
+    for key in list(out):
+        out[f"{key}_gap"] = out[key] - float(full[key])
+    return out
 
 
 @torch.no_grad()
@@ -135,6 +160,7 @@ def evaluate(
                 user_vecs, item_vecs, task.users, task.seen, task.relevant, ks
             )
             recall, ndcg, auc_value = m.recall, m.ndcg, math.nan
+            sampled: RecMetrics | None = None
         else:
             cfg = dataclasses.replace(train, variant=variant, seed=int(result["seed"]))
             model = trained_from_payload(cfg, result, typed, feats)
@@ -144,6 +170,9 @@ def evaluate(
                 metrics.ndcg,
                 metrics.long_view_auc,
             )
+            sampled = metrics
+            if model.model.encoder is not None:  # else nothing is sampled
+                sampled = evaluate_topk(model, typed, feats, parts, ks, sampled=True)
             model.model.eval()
             user_vecs, item_vecs = model.model.score_vectors(typed, x)
         run: Payload = {
@@ -160,6 +189,9 @@ def evaluate(
             "workers": int(result["workers"]),
             "timing": dict(result["timing"]),
         }
+        run["sampled"] = (
+            None if sampled is None else _sampled(run, sampled.recall, sampled.ndcg)
+        )
         runs.append(run)
         if output_dir is not None and variant not in written:
             users, top_items, top_scores = recommend(user_vecs, item_vecs, parts, top_k)
@@ -224,6 +256,12 @@ def _timing(runs: Sequence[Payload]) -> dict[str, float]:
     return out
 
 
+def _fold_sampled(runs: Sequence[Payload], ks: Sequence[int]) -> Payload | None:
+    """The seeds' sampled-inference metrics and gaps, folded (None: none sampled)."""
+    sampled = [r["sampled"] for r in runs if r.get("sampled") is not None]
+    return fold_seeds(sampled, _sampled_keys(ks)) if sampled else None
+
+
 def _weights(run: Payload) -> dict[str, Any]:
     """A run's GradNorm weights over its steps, per task (the plot's series)."""
     rows = run["weight_log"]
@@ -263,6 +301,7 @@ def report(
             **fold_seeds(runs, keys),
             "epochs_run": [int(r["epochs_run"]) for r in runs],
             "best_epoch": [int(r["best_epoch"]) for r in runs],
+            "sampled": _fold_sampled(runs, ks),
         }
         rows.append(row)
         timing[variant] = _timing(runs)

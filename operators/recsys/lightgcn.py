@@ -20,8 +20,12 @@ Examples:
 
 from __future__ import annotations
 
+import copy
+import math
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import torch
@@ -37,6 +41,7 @@ __all__ = [
     "LightGCN",
     "LightGCNConfig",
     "LightGCNResult",
+    "LightGCNTrainer",
     "normalised_adjacency",
     "train_lightgcn",
 ]
@@ -147,6 +152,126 @@ class LightGCNResult:
     best_epoch: int
 
 
+class LightGCNTrainer:
+    """LightGCN's training loop, one epoch at a time, with its complete state.
+
+    It keeps :class:`~strata.operators.recsys.train.RecTrainer`'s loop protocol
+    (``epoch``, ``batch``, ``stopped``, :meth:`run`, :meth:`state_dict`,
+    :meth:`load_state_dict`), so :func:`~strata.operators.recsys.step.train_reference`
+    checkpoints and resumes it with the code that does so for the recommender.
+    Epoch ``e`` draws its order and its negatives from ``(seed, e)``: a resumed
+    run carries no generator state and continues on the same trajectory.
+
+    Args:
+        split: the temporal split (only train interactions become graph edges).
+        config: the settings.
+    """
+
+    def __init__(self, split: Split, config: LightGCNConfig) -> None:
+        self.config = config
+        inter = split.inter
+        self.num_users, self.num_items = inter.num_users, inter.num_items
+        self.user, self.item = train_pairs(split)
+        self.adjacency = normalised_adjacency(
+            self.user, self.item, self.num_users, self.num_items
+        )
+        torch.manual_seed(config.seed)
+        self.model = LightGCN(self.num_users, self.num_items, config)
+        self.optimiser = torch.optim.Adam(self.model.parameters(), lr=config.lr)
+        self.val = ranking_task(split, "val")
+        self.epoch = 0
+        self.batch = 0  # always 0 between calls: the loop reports epoch ends only
+        self.stopped = config.epochs <= 0
+        self.val_history: list[float] = []
+        self.best_ndcg = -math.inf
+        self.best_epoch = -1
+        self.best: dict[str, torch.Tensor] = {}
+
+    def train_epoch(self) -> None:
+        """One pass over the train pairs, then validation and early stopping."""
+        config, n = self.config, self.user.shape[0]
+        rng = np.random.default_rng((config.seed, self.epoch))
+        order = rng.permutation(n)
+        negatives = np.asarray(rng.integers(0, self.num_items, size=n), np.int64)
+        for start in range(0, n, config.batch_size):
+            rows = order[start : start + config.batch_size]
+            u = torch.from_numpy(self.user[rows])
+            pos = torch.from_numpy(self.item[rows])
+            neg = torch.from_numpy(negatives[rows])
+            users_e, items_e = self.model(self.adjacency)
+            loss = bpr_loss(
+                (users_e[u] * items_e[pos]).sum(1), (users_e[u] * items_e[neg]).sum(1)
+            )
+            base = self.model.embedding.weight
+            reg = (
+                base[u].pow(2).sum()
+                + base[pos + self.num_users].pow(2).sum()
+                + base[neg + self.num_users].pow(2).sum()
+            ) / (2 * rows.shape[0])
+            self.optimiser.zero_grad()
+            (loss + config.weight_decay * reg).backward()
+            self.optimiser.step()
+        with torch.no_grad():
+            users_e, items_e = self.model(self.adjacency)
+        val = self.val
+        ndcg = topk_metrics(
+            users_e, items_e, val.users, val.seen, val.relevant, (20,)
+        ).ndcg[20]
+        self.val_history.append(ndcg)
+        patience_out = False
+        if not self.best or ndcg > self.best_ndcg:
+            self.best_ndcg, self.best_epoch = ndcg, self.epoch
+            self.best = {"user": users_e.clone(), "item": items_e.clone()}
+        else:
+            patience_out = self.epoch - self.best_epoch >= config.patience
+        self.epoch += 1
+        self.stopped = patience_out or self.epoch >= config.epochs
+
+    def run(self, on_epoch: Callable[[LightGCNTrainer], None] | None = None) -> None:
+        """Train until early stopping or the epoch limit (resumes where it is).
+
+        Args:
+            on_epoch: called after every epoch (e.g. to checkpoint).
+        """
+        while not self.stopped:
+            self.train_epoch()
+            if on_epoch is not None:
+                on_epoch(self)
+
+    def result(self) -> LightGCNResult:
+        """The embeddings of the best validation epoch and the history."""
+        check(bool(self.best), "epochs", "LightGCNTrainer", ">= 1 epoch run", 0)
+        return LightGCNResult(
+            self.best["user"], self.best["item"], self.val_history, self.best_epoch
+        )
+
+    def state_dict(self) -> dict[str, Any]:
+        """The loop's complete state: tensors, numbers and lists."""
+        return {
+            "model": copy.deepcopy(self.model.state_dict()),
+            "optimiser": copy.deepcopy(self.optimiser.state_dict()),
+            "epoch": self.epoch,
+            "batch": self.batch,
+            "stopped": self.stopped,
+            "best_ndcg": self.best_ndcg,
+            "best_epoch": self.best_epoch,
+            "best": {k: v.clone() for k, v in self.best.items()},
+            "val_history": list(self.val_history),
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore :meth:`state_dict`'s output (continues on the same trajectory)."""
+        self.model.load_state_dict(state["model"])
+        self.optimiser.load_state_dict(state["optimiser"])
+        self.epoch = int(state["epoch"])
+        self.batch = int(state["batch"])
+        self.best_ndcg = float(state["best_ndcg"])
+        self.best_epoch = int(state["best_epoch"])
+        self.best = dict(state["best"])
+        self.val_history = [float(v) for v in state["val_history"]]
+        self.stopped = bool(state["stopped"])
+
+
 def train_lightgcn(
     split: Split, config: LightGCNConfig | None = None
 ) -> LightGCNResult:
@@ -159,48 +284,6 @@ def train_lightgcn(
     Returns:
         The embeddings of the best validation epoch and the validation history.
     """
-    config = config or LightGCNConfig()
-    inter = split.inter
-    user, item = train_pairs(split)
-    adjacency = normalised_adjacency(user, item, inter.num_users, inter.num_items)
-    torch.manual_seed(config.seed)
-    rng = np.random.default_rng(config.seed)
-    model = LightGCN(inter.num_users, inter.num_items, config)
-    optimiser = torch.optim.Adam(model.parameters(), lr=config.lr)
-    val = ranking_task(split, "val")
-    history: list[float] = []
-    best: tuple[float, int, torch.Tensor, torch.Tensor] | None = None
-    n = user.shape[0]
-    for epoch in range(config.epochs):
-        order = rng.permutation(n)
-        negatives = np.asarray(rng.integers(0, inter.num_items, size=n), np.int64)
-        for start in range(0, n, config.batch_size):
-            rows = order[start : start + config.batch_size]
-            u = torch.from_numpy(user[rows])
-            pos = torch.from_numpy(item[rows])
-            neg = torch.from_numpy(negatives[rows])
-            users_e, items_e = model(adjacency)
-            loss = bpr_loss(
-                (users_e[u] * items_e[pos]).sum(1), (users_e[u] * items_e[neg]).sum(1)
-            )
-            base = model.embedding.weight
-            reg = (
-                base[u].pow(2).sum()
-                + base[pos + inter.num_users].pow(2).sum()
-                + base[neg + inter.num_users].pow(2).sum()
-            ) / (2 * rows.shape[0])
-            optimiser.zero_grad()
-            (loss + config.weight_decay * reg).backward()
-            optimiser.step()
-        with torch.no_grad():
-            users_e, items_e = model(adjacency)
-        metrics = topk_metrics(
-            users_e, items_e, val.users, val.seen, val.relevant, (20,)
-        )
-        history.append(metrics.ndcg[20])
-        if best is None or metrics.ndcg[20] > best[0]:
-            best = (metrics.ndcg[20], epoch, users_e.clone(), items_e.clone())
-        elif epoch - best[1] >= config.patience:
-            break
-    assert best is not None
-    return LightGCNResult(best[2], best[3], history, best[1])
+    trainer = LightGCNTrainer(split, config or LightGCNConfig())
+    trainer.run()
+    return trainer.result()

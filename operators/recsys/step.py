@@ -33,7 +33,9 @@ rank 0 every ``every`` epochs and after the last; with ``resume`` a run continue
 from it on the same trajectory (the loop draws every random choice from its
 coordinates, so it carries no generator state). A checkpoint of other settings
 (variant, seed, widths, batch size, learning rate, gang size) is refused.
-LightGCN trains in one call and does not checkpoint.
+LightGCN (:func:`train_reference`, :class:`LightGCNStep`) checkpoints and resumes
+through the same code: its loop (:class:`LightGCNTrainer`) keeps the same state
+protocol, and its settings are its trajectory's.
 
 Examples:
     >>> import torch
@@ -53,7 +55,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import torch
 from torch import nn
@@ -67,7 +69,11 @@ from strata.operators.recsys.job_payloads import (
     graph_from_payload,
     split_from_payload,
 )
-from strata.operators.recsys.lightgcn import LightGCNConfig, train_lightgcn
+from strata.operators.recsys.lightgcn import (
+    LightGCNConfig,
+    LightGCNResult,
+    LightGCNTrainer,
+)
 from strata.operators.recsys.model import RecModel
 from strata.operators.recsys.split import Split
 from strata.operators.recsys.train import (
@@ -93,6 +99,7 @@ __all__ = [
     "LightGCNStep",
     "RecCheckpoint",
     "RecTrainStep",
+    "train_reference",
     "train_variant",
     "trained_from_payload",
     "trained_payload",
@@ -226,18 +233,7 @@ def train_variant(
     """
     ckpt = checkpoint or RecCheckpoint(None, "train")
     settings = trajectory(cfg, world_size)
-    saved = ckpt.load()
-    if saved is not None and saved.get("settings") != settings:
-        diff = sorted(
-            k for k in settings if saved.get("settings", {}).get(k) != settings[k]
-        )
-        raise OperatorError.build(
-            "resume",
-            f"train_variant({ckpt.name})",
-            "a checkpoint of the same settings",
-            f"{ckpt.path} with other {', '.join(diff) or 'settings'}",
-            "resume with the earlier run's settings, or use a new checkpoint_dir",
-        )
+    saved = _resume_from(ckpt, settings, f"train_variant({ckpt.name})")
     frozen = cfg.spec.graph is GraphSignal.FROZEN
     extra: dict[str, float] = {}
     z_table: dict[str, torch.Tensor] | None = None
@@ -295,8 +291,91 @@ def train_variant(
     )
 
 
+def _resume_from(
+    ckpt: RecCheckpoint, settings: dict[str, Any], where: str
+) -> dict[str, Any] | None:
+    """The checkpoint to resume from (None: start afresh).
+
+    Raises:
+        OperatorError: when it was written with other ``settings``.
+    """
+    saved = ckpt.load()
+    if saved is not None and saved.get("settings") != settings:
+        diff = sorted(
+            k for k in settings if saved.get("settings", {}).get(k) != settings[k]
+        )
+        raise OperatorError.build(
+            "resume",
+            where,
+            "a checkpoint of the same settings",
+            f"{ckpt.path} with other {', '.join(diff) or 'settings'}",
+            "resume with the earlier run's settings, or use a new checkpoint_dir",
+        )
+    return saved
+
+
+def reference_trajectory(config: LightGCNConfig) -> dict[str, Any]:
+    """LightGCN's settings a resumed run must share.
+
+    All but the epoch limit and the patience, which a resume may change (as for
+    :func:`trajectory`).
+    """
+    fixed = dataclasses.asdict(config)
+    del fixed["epochs"], fixed["patience"]
+    return {"variant": "R", **fixed}
+
+
+def train_reference(
+    config: LightGCNConfig,
+    split: Split,
+    *,
+    checkpoint: RecCheckpoint | None = None,
+    on_epoch: EpochHook | None = None,
+) -> LightGCNResult:
+    """Train LightGCN (the reference R) to early stopping, checkpointing and resuming.
+
+    Args:
+        config: LightGCN's settings.
+        split: the temporal split.
+        checkpoint: where to checkpoint and whether to resume (None: neither).
+        on_epoch: called after every epoch (and its checkpoint), stage 0.
+
+    Returns:
+        The best validation epoch's embeddings and the validation history.
+
+    Raises:
+        OperatorError: when resuming from a checkpoint of other settings.
+    """
+    ckpt = checkpoint or RecCheckpoint(None, "train-R")
+    settings = reference_trajectory(config)
+    saved = _resume_from(ckpt, settings, f"train_reference({ckpt.name})")
+    trainer = LightGCNTrainer(split, config)
+    _run(trainer, 0, ckpt, settings, saved, on_epoch, {})
+    return trainer.result()
+
+
+class _Loop(Protocol):
+    """What :func:`_run` drives: :class:`RecTrainer` and :class:`LightGCNTrainer`."""
+
+    @property
+    def epoch(self) -> int: ...
+
+    @property
+    def batch(self) -> int: ...
+
+    @property
+    def stopped(self) -> bool: ...
+
+    def state_dict(self) -> dict[str, Any]: ...
+
+    def load_state_dict(self, state: dict[str, Any]) -> None: ...
+
+    # Any: each loop calls back with itself.
+    def run(self, on_step: Callable[[Any], None] | None = None) -> None: ...
+
+
 def _run(
-    trainer: RecTrainer,
+    trainer: _Loop,
     stage: int,
     ckpt: RecCheckpoint,
     settings: dict[str, Any],
@@ -308,7 +387,7 @@ def _run(
     if saved is not None:
         trainer.load_state_dict(saved["loop"])
 
-    def after(loop: RecTrainer) -> None:
+    def after(loop: _Loop) -> None:
         if loop.batch != 0:  # mid-epoch: a step, not an epoch's end
             return
         if ckpt.due(loop.epoch, loop.stopped):
@@ -546,16 +625,50 @@ class LightGCNStep:
     Attributes:
         config: LightGCN's settings.
         threads: torch threads for the run (0: leave torch's setting).
+        name: the step's id: names the checkpoint file.
+        checkpoint_dir: where to checkpoint (None: no checkpoints).
+        checkpoint_every: epochs between checkpoints (and after the last).
+        resume: continue from the checkpoint in ``checkpoint_dir``.
     """
 
     config: LightGCNConfig
     threads: int = 1
+    name: str = "train-R"
+    checkpoint_dir: str | None = None
+    checkpoint_every: int = 1
+    resume: bool = False
+
+    def __post_init__(self) -> None:
+        where = f"LightGCNStep({self.name})"
+        check(self.threads >= 0, "threads", where, ">= 0", self.threads)
+        check(
+            self.checkpoint_every >= 1,
+            "checkpoint_every",
+            where,
+            ">= 1",
+            self.checkpoint_every,
+        )
+        check(
+            not self.resume or self.checkpoint_dir is not None,
+            "resume",
+            where,
+            "a checkpoint_dir to resume from",
+            "resume=True and checkpoint_dir=None",
+        )
+
+    def checkpoint(self) -> RecCheckpoint:
+        """This run's checkpoint."""
+        return RecCheckpoint(
+            self.checkpoint_dir, self.name, self.resume, self.checkpoint_every
+        )
 
     def __call__(self, graph: Payload, features: Payload, split: Payload) -> Payload:
         """Train (the graph and features are unused: LightGCN reads the split)."""
         with _ONE_AT_A_TIME, _torch_threads(self.threads):
             start = time.perf_counter()
-            result = train_lightgcn(split_from_payload(split), self.config)
+            result = train_reference(
+                self.config, split_from_payload(split), checkpoint=self.checkpoint()
+            )
             seconds = time.perf_counter() - start
         return {
             "variant": "R",

@@ -62,7 +62,39 @@ def test_a_tiny_run_reports_every_variant(tmp_path: Path) -> None:
     weights = outputs["recsys"]["gradnorm"]["E2E"]["weights"]
     assert list(weights) == ["rank", "long_view", "gfae"]
     assert set(outputs["recommendations"]) == {"B0", "B1", "E2E", "R"}
-    assert "E2E" in e2egrec.render(outputs)
+    for name in ("B0", "B1", "E2E"):  # sampled inference, the gap to full (§4.5)
+        sampled = rows[name]["sampled"]
+        for key in ("recall@5", "recall@10", "ndcg@5", "ndcg@10"):
+            assert 0.0 <= sampled[key] <= 1.0
+            assert sampled[f"{key}_gap"] == pytest.approx(
+                sampled[key] - rows[name][key]
+            )
+    assert rows["B0"]["sampled"]["recall@10_gap"] == 0.0  # no encoder: no sampling
+    assert rows["E2E"]["sampled"]["ndcg@10_gap"] != 0.0  # fan-outs 4, 4 do sample
+    assert rows["R"]["sampled"] is None
+    text = e2egrec.render(outputs)
+    assert "sampled inference E2E" in text
+    assert "sampled inference R" not in text
+
+
+def test_sampled_inference_with_every_neighbour_is_full_inference() -> None:
+    # Fan-out -1 samples every neighbour: the sampled z is the full z, so the
+    # sampled metrics equal the full ones and every gap is 0 (to rounding).
+    outputs = run(variants=("E2E",), fanouts=(-1, -1), epochs=1)
+    row = outputs["variants"][0]
+    for key in ("recall@5", "recall@10", "ndcg@5", "ndcg@10"):
+        assert row["sampled"][key] == pytest.approx(row[key])
+        assert row["sampled"][f"{key}_gap"] == pytest.approx(0.0, abs=1e-9)
+
+
+def test_every_training_step_checkpoints_and_resumes(tmp_path: Path) -> None:
+    values = {"variants": ("B0", "R"), "checkpoint_dir": str(tmp_path)}
+    first = run(**values)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["train-B0.pt", "train-R.pt"]
+    # Resuming finished runs trains nothing more and reports the same results.
+    assert untimed(run(**values, resume=True)) == untimed(first)
+    with pytest.raises(StepError, match="lr"):
+        run(**values, resume=True, lr=0.01)
 
 
 def test_same_seed_same_outputs() -> None:

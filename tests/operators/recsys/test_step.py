@@ -1,5 +1,6 @@
-"""RecTrainStep / train_variant: checkpoint and resume on the same trajectory, a
-gang of 2 workers against 1 (G4), refused resumes."""
+"""RecTrainStep / train_variant and LightGCNStep / train_reference: checkpoint and
+resume on the same trajectory, a gang of 2 workers against 1 (G4), refused
+resumes."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import dataclasses
 from pathlib import Path
 
 import pytest
+import torch
 
 from strata.operators.errors import OperatorError
 from strata.operators.recsys.features import RecFeatures, build_features
@@ -16,11 +18,14 @@ from strata.operators.recsys.job_payloads import (
     graph_payload,
     split_payload,
 )
+from strata.operators.recsys.lightgcn import LightGCNConfig, train_lightgcn
 from strata.operators.recsys.model import ModelDims
 from strata.operators.recsys.split import Split, temporal_split
 from strata.operators.recsys.step import (
+    LightGCNStep,
     RecCheckpoint,
     RecTrainStep,
+    train_reference,
     train_variant,
     trained_from_payload,
 )
@@ -94,6 +99,55 @@ def test_an_interrupted_run_resumes_on_the_same_trajectory(
     first, again = metrics(data, whole), metrics(data, resumed)
     assert (again.recall, again.ndcg) == (first.recall, first.ndcg)
     assert (again.top_items == first.top_items).all()
+
+
+@pytest.mark.parametrize("epochs", [1, 3])
+def test_an_interrupted_lightgcn_run_resumes_on_the_same_trajectory(
+    data: Data, tmp_path: Path, epochs: int
+) -> None:
+    split = data[2]
+    cfg = LightGCNConfig(dim=8, layers=2, epochs=5, patience=10, batch_size=256)
+    whole = train_lightgcn(split, cfg)
+
+    def crash(stage: int, done: int) -> None:
+        if done == epochs:
+            raise Interrupted
+
+    ckpt = RecCheckpoint(tmp_path, "train-R")
+    with pytest.raises(Interrupted):
+        train_reference(cfg, split, checkpoint=ckpt, on_epoch=crash)
+    resuming = dataclasses.replace(ckpt, resume=True)
+    saved = resuming.load()
+    assert saved is not None
+    assert (saved["stage"], saved["loop"]["epoch"]) == (0, epochs)
+    assert saved["loop"]["optimiser"]["state"]  # Adam's moments travel too
+    resumed = train_reference(cfg, split, checkpoint=resuming)
+    assert resumed.val_ndcg == whole.val_ndcg
+    assert resumed.best_epoch == whole.best_epoch
+    assert torch.equal(resumed.user, whole.user)
+    assert torch.equal(resumed.item, whole.item)
+
+
+def test_lightgcn_step_checkpoints_and_refuses_other_settings(
+    data: Data, tmp_path: Path
+) -> None:
+    graph, features, split = data
+    cfg = LightGCNConfig(dim=8, layers=1, epochs=2, batch_size=256)
+    step = LightGCNStep(cfg, checkpoint_dir=str(tmp_path))
+    result = step(
+        graph_payload(graph), features_payload(features), split_payload(split)
+    )
+    saved = dataclasses.replace(step.checkpoint(), resume=True).load()
+    assert saved is not None
+    assert saved["loop"]["stopped"]
+    assert saved["loop"]["val_history"] == result["val_history"]
+    other = dataclasses.replace(cfg, lr=0.01)
+    with pytest.raises(OperatorError, match="lr"):
+        train_reference(
+            other, split, checkpoint=dataclasses.replace(step.checkpoint(), resume=True)
+        )
+    with pytest.raises(OperatorError, match="checkpoint_dir"):
+        LightGCNStep(cfg, resume=True)
 
 
 def test_gradnorm_state_is_checkpointed(data: Data, tmp_path: Path) -> None:
