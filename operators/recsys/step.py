@@ -126,6 +126,23 @@ class GangCollective:
         return reduced.to(tensor.device)
 
 
+def _check_checkpointing(
+    where: str, every: int, resume: bool, directory: str | None
+) -> None:
+    """Check the checkpoint settings both training steps take.
+
+    The interval must be >= 1, and ``resume`` needs a directory to continue from.
+    """
+    check(every >= 1, "checkpoint_every", where, ">= 1", every)
+    check(
+        not resume or directory is not None,
+        "resume",
+        where,
+        "a checkpoint_dir to resume from",
+        "resume=True and checkpoint_dir=None",
+    )
+
+
 @dataclass(frozen=True, slots=True)
 class RecCheckpoint:
     """Where one training run checkpoints, and whether it resumes.
@@ -517,19 +534,8 @@ class RecTrainStep:
         where = f"RecTrainStep({self.name})"
         check(self.workers >= 1, "workers", where, ">= 1", self.workers)
         check(self.threads >= 0, "threads", where, ">= 0", self.threads)
-        check(
-            self.checkpoint_every >= 1,
-            "checkpoint_every",
-            where,
-            ">= 1",
-            self.checkpoint_every,
-        )
-        check(
-            not self.resume or self.checkpoint_dir is not None,
-            "resume",
-            where,
-            "a checkpoint_dir to resume from",
-            "resume=True and checkpoint_dir=None",
+        _check_checkpointing(
+            where, self.checkpoint_every, self.resume, self.checkpoint_dir
         )
 
     def checkpoint(self, rank: int = 0) -> RecCheckpoint:
@@ -641,19 +647,8 @@ class LightGCNStep:
     def __post_init__(self) -> None:
         where = f"LightGCNStep({self.name})"
         check(self.threads >= 0, "threads", where, ">= 0", self.threads)
-        check(
-            self.checkpoint_every >= 1,
-            "checkpoint_every",
-            where,
-            ">= 1",
-            self.checkpoint_every,
-        )
-        check(
-            not self.resume or self.checkpoint_dir is not None,
-            "resume",
-            where,
-            "a checkpoint_dir to resume from",
-            "resume=True and checkpoint_dir=None",
+        _check_checkpointing(
+            where, self.checkpoint_every, self.resume, self.checkpoint_dir
         )
 
     def checkpoint(self) -> RecCheckpoint:
