@@ -32,8 +32,6 @@ Examples:
 
 from __future__ import annotations
 
-import heapq
-import math
 import struct
 import threading
 import time
@@ -44,6 +42,7 @@ from typing import Any
 import numpy as np
 import zmq
 
+from strata.storage._delayed import DelayedReplies, serve_router
 from strata.storage.errors import FeatureError
 from strata.storage.features.network import NetworkModel
 from strata.storage.features.traffic import Traffic, payload_bytes
@@ -66,7 +65,6 @@ from strata.storage.features.wire import (
 
 __all__ = ["FeatureServer", "query_stats"]
 
-_TICK_S = 0.05  # how often a serve loop checks for stop / parent death
 _STATS = struct.Struct("<QQQQ")
 
 
@@ -191,8 +189,7 @@ class FeatureServer:
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
         self._pool = _BufferPool()
-        self._due: list[tuple[float, int, list[Any], _Slot | None]] = []
-        self._seq = 0
+        self._replies: DelayedReplies[tuple[list[Any], _Slot | None]] = DelayedReplies()
 
     # ---------------------------------------------------------------- lifecycle
     def bind(self) -> str:
@@ -243,25 +240,16 @@ class FeatureServer:
         """Serve until :meth:`close`, ``should_stop()`` or EOF on ``stop_fd``."""
         sock = self._socket
         assert sock is not None, "bind() before serve()"
-        poller = zmq.Poller()
-        poller.register(sock, zmq.POLLIN)
-        if stop_fd is not None:
-            poller.register(stop_fd, zmq.POLLIN)
-        while not self._stop.is_set() and not (should_stop and should_stop()):
-            wait = _TICK_S
-            if self._due:
-                wait = min(wait, max(0.0, self._due[0][0] - time.perf_counter()))
-            events = dict(poller.poll(math.ceil(wait * 1000)))
-            if stop_fd is not None and stop_fd in events:
-                return
-            if sock in events:
-                for _ in range(64):  # drain a burst before sending due replies
-                    try:
-                        frames = sock.recv_multipart(zmq.NOBLOCK, copy=False)
-                    except zmq.Again:
-                        break
-                    self._answer(sock, frames)
-            self._send_due(sock)
+        serve_router(
+            sock,
+            lambda frames: self._answer(sock, frames),
+            self._replies,
+            lambda held: self._send(sock, *held),
+            should_stop=lambda: (
+                self._stop.is_set() or bool(should_stop and should_stop())
+            ),
+            stop_fd=stop_fd,
+        )
 
     def _answer(self, sock: zmq.Socket[Any], frames: list[zmq.Frame]) -> None:
         arrived = time.perf_counter()
@@ -286,15 +274,8 @@ class FeatureServer:
         reply = [frames[0].bytes, *reply]  # the identity, as bytes (tracked send)
         delay = self.network.delay(nbytes) if self.network else 0.0
         if delay > 0:
-            self._seq += 1
-            heapq.heappush(self._due, (arrived + delay, self._seq, reply, slot))
+            self._replies.hold(arrived + delay, (reply, slot))
         else:
-            self._send(sock, reply, slot)
-
-    def _send_due(self, sock: zmq.Socket[Any]) -> None:
-        now = time.perf_counter()
-        while self._due and self._due[0][0] <= now:
-            _, _, reply, slot = heapq.heappop(self._due)
             self._send(sock, reply, slot)
 
     def _send(

@@ -24,9 +24,10 @@ from typing import Any
 import pyarrow as pa
 import zmq
 
+from strata.storage._delayed import poll_ms
 from strata.storage.geo.frames import GeoWireError, Header, Kind, decode, encode
 from strata.storage.geo.server import ClusterInfo
-from strata.storage.geo.wan import DelayShim, poll_ms
+from strata.storage.geo.wan import DelayShim
 
 __all__ = ["Reply", "Transport"]
 

@@ -36,7 +36,6 @@ Examples:
 from __future__ import annotations
 
 import contextlib
-import heapq
 import math
 import os
 import signal
@@ -53,6 +52,7 @@ import pyarrow as pa
 import zmq
 
 from strata.storage import _spawn
+from strata.storage._delayed import DelayedReplies, serve_router
 from strata.storage.errors import format_error
 from strata.storage.geo.errors import GeoError
 from strata.storage.geo.frames import (
@@ -70,7 +70,7 @@ from strata.storage.geo.frames import (
     payload_batch,
     rows_batch,
 )
-from strata.storage.geo.wan import DelayShim, poll_ms
+from strata.storage.geo.wan import DelayShim
 
 __all__ = [
     "ClusterInfo",
@@ -80,7 +80,6 @@ __all__ = [
     "RegionServer",
 ]
 
-_TICK_S = 0.05
 _WAL_RECORD = struct.Struct("<BHQ")  # kind, key, body bytes
 
 
@@ -289,8 +288,7 @@ class RegionServer:
             self._wal_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600
         )
         self._socket: zmq.Socket[Any] | None = None
-        self._due: list[tuple[float, int, list[Any]]] = []
-        self._seq = 0
+        self._replies: DelayedReplies[list[Any]] = DelayedReplies()
 
     def _warm(self) -> None:
         """Run every reply path once on no items before serving.
@@ -353,25 +351,14 @@ class RegionServer:
         """Serve until ``should_stop()`` or a byte/EOF on ``stop_fd``."""
         sock = self._socket
         assert sock is not None, "bind() before serve()"
-        poller = zmq.Poller()
-        poller.register(sock, zmq.POLLIN)
-        if stop_fd is not None:
-            poller.register(stop_fd, zmq.POLLIN)
-        while not (should_stop and should_stop()):
-            wait = _TICK_S
-            if self._due:
-                wait = min(wait, max(0.0, self._due[0][0] - time.perf_counter()))
-            events = dict(poller.poll(poll_ms(wait)))
-            if stop_fd is not None and stop_fd in events:
-                return
-            if sock in events:
-                for _ in range(64):  # drain a burst, then send what is due
-                    try:
-                        frames = sock.recv_multipart(zmq.NOBLOCK, copy=False)
-                    except zmq.Again:
-                        break
-                    self._answer(frames)
-            self._send_due(sock)
+        serve_router(
+            sock,
+            self._answer,
+            self._replies,
+            lambda reply: sock.send_multipart(reply),
+            should_stop=lambda: bool(should_stop and should_stop()),
+            stop_fd=stop_fd,
+        )
 
     def _answer(self, frames: list[zmq.Frame]) -> None:
         origin, request = 0, 0
@@ -406,14 +393,7 @@ class RegionServer:
         deliver_at = self.shim.schedule(
             min(origin, self.shim.num_regions - 1), nbytes, time.perf_counter()
         )
-        self._seq += 1
-        heapq.heappush(self._due, (deliver_at, self._seq, [frames[0].bytes, *reply]))
-
-    def _send_due(self, sock: zmq.Socket[Any]) -> None:
-        now = time.perf_counter()
-        while self._due and self._due[0][0] <= now:
-            _, _, reply = heapq.heappop(self._due)
-            sock.send_multipart(reply)
+        self._replies.hold(deliver_at, [frames[0].bytes, *reply])
 
     def _where(self) -> str:
         return f"region server {self.region}"

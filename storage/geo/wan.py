@@ -26,12 +26,11 @@ Examples:
 from __future__ import annotations
 
 import math
-import time
 from typing import Protocol
 
 import numpy as np
 
-__all__ = ["DelayShim", "LinkMatrices", "link_schedule", "poll_ms", "transfer_s"]
+__all__ = ["DelayShim", "LinkMatrices", "link_schedule", "transfer_s"]
 
 
 class LinkMatrices(Protocol):
@@ -172,20 +171,3 @@ class DelayShim:
     def reset(self) -> None:
         """Forget every link's queue (all links idle)."""
         self._free = [0.0] * len(self._free)
-
-
-def poll_ms(wait_s: float) -> int:
-    """A zmq poll timeout (whole ms, rounded down) for a wait of ``wait_s`` seconds.
-
-    zmq polls in whole milliseconds; rounding up would make every delayed send up to
-    1 ms late (5 ms unscaled at s = 0.2, per hop). A wait under 1 ms is slept here
-    instead (``time.sleep`` is precise to ~0.1 ms) and the poll then only peeks.
-
-    >>> poll_ms(0.0257), poll_ms(-1.0)
-    (25, 0)
-    """
-    if wait_s >= 0.001:
-        return int(wait_s * 1000)
-    if wait_s > 0:
-        time.sleep(wait_s)
-    return 0
