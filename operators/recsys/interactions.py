@@ -27,12 +27,11 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.csv as pv
-import pyarrow.parquet as pq
 
 from strata.storage._types import Float32Array, Int64Array
 from strata.storage.errors import FormatError
 from strata.storage.loaders.edgelist import map_id_column
+from strata.storage.loaders.tables import read_table_file
 
 __all__ = ["REQUIRED_COLUMNS", "Interactions", "load_interactions"]
 
@@ -95,31 +94,6 @@ class Interactions:
                 f"{self.num_items} rows (one per item)",
                 str(self.item_domain.shape[0]),
             )
-
-
-def _read_table(path: Path) -> pa.Table:
-    suffix = "".join(path.suffixes).lower()
-    try:
-        if suffix.endswith((".parquet", ".pq")):
-            return pq.read_table(str(path))
-        if suffix.endswith((".csv", ".csv.gz", ".tsv", ".tsv.gz")):
-            delimiter = "\t" if ".tsv" in suffix else ","
-            return pv.read_csv(
-                str(path), parse_options=pv.ParseOptions(delimiter=delimiter)
-            )
-    except (pa.ArrowException, OSError) as err:
-        raise FormatError.build(
-            str(path),
-            _WHERE,
-            "a readable interaction table",
-            f"{type(err).__name__}: {err}",
-        ) from err
-    raise FormatError.build(
-        "format",
-        f"{_WHERE}({path.name})",
-        "a .parquet, .pq, .csv or .tsv file",
-        repr(suffix or "no suffix"),
-    )
 
 
 def _row(path: Path, index: int) -> str:
@@ -250,7 +224,7 @@ def load_interactions(path: str | Path) -> Interactions:
         raise FormatError.build(
             str(path), _WHERE, "an interaction table file", "no such file"
         )
-    table = _read_table(path)
+    table = read_table_file(path, _WHERE, "interaction table", gzip=True)
     names = table.column_names
     for name in REQUIRED_COLUMNS:
         if name not in names:

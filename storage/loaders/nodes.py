@@ -35,11 +35,10 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.csv as pv
-import pyarrow.parquet as pq
 
 from strata.storage.dataset.model import NAME_PATTERN
 from strata.storage.errors import FormatError
+from strata.storage.loaders.tables import read_table_file
 
 _WHERE = "read_node_table"
 ID_NAMES = ("id", "node_id", "node", "nid")
@@ -54,29 +53,6 @@ class NodeTable:
 
     columns: dict[str, np.ndarray]
     meta: dict[str, Any] = field(default_factory=dict)
-
-
-def _read(path: Path) -> pa.Table:
-    suffix = path.suffix.lower()
-    try:
-        if suffix in (".parquet", ".pq"):
-            return pq.read_table(str(path))
-        if suffix in (".csv", ".tsv"):
-            delimiter = "\t" if suffix == ".tsv" else ","
-            return pv.read_csv(
-                str(path), parse_options=pv.ParseOptions(delimiter=delimiter)
-            )
-    except (pa.ArrowException, OSError) as err:
-        raise FormatError.build(
-            str(path),
-            _WHERE,
-            "a complete Parquet or CSV node table",
-            f"{type(err).__name__}: {err}",
-            "a truncated file must be written again",
-        ) from err
-    raise FormatError.build(
-        str(path), _WHERE, "a .parquet or .csv node table", repr(path.suffix)
-    )
 
 
 def _find(names: list[str], given: str | None, aliases: tuple[str, ...]) -> str | None:
@@ -203,7 +179,7 @@ def read_node_table(
     path = Path(path)
     if not path.is_file():
         raise FormatError.build(str(path), _WHERE, "a node table file", "no such file")
-    table = _read(path)
+    table = read_table_file(path, _WHERE, "node table")
     names = list(table.column_names)
     id_name = _find(names, id_col, ID_NAMES)
     if id_name is None:
