@@ -32,6 +32,7 @@ from strata.operators.recsys.split import (
     ranking_task,
     temporal_split,
 )
+from strata.operators.recsys.step import train_variant
 from strata.operators.recsys.synth import SynthConfig, synth_interactions
 from strata.operators.recsys.train import (
     RecConfig,
@@ -39,7 +40,6 @@ from strata.operators.recsys.train import (
     RecTrainer,
     TrainedRec,
     evaluate_topk,
-    train_recommender,
 )
 from strata.operators.recsys.variants import Variant, VariantSpec, variant_spec
 
@@ -75,6 +75,6 @@ __all__ = [
     "temporal_split",
     "topk_metrics",
     "train_lightgcn",
-    "train_recommender",
+    "train_variant",
     "variant_spec",
 ]

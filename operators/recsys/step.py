@@ -81,6 +81,7 @@ from strata.operators.recsys.train import (
     RecConfig,
     RecTrainer,
     TrainedRec,
+    frozen_z_table,
 )
 from strata.operators.recsys.variants import STAGE_ONE, GraphSignal, VariantSpec
 from strata.operators.trainers.checkpoint import (
@@ -226,9 +227,10 @@ def train_variant(
 ) -> TrainedRec:
     """Train ``cfg.variant`` to early stopping, checkpointing and resuming.
 
-    :func:`~strata.operators.recsys.train.train_recommender` with checkpoints:
-    B1 trains its stage 1 (the encoder alone), infers the frozen ``z`` table,
-    then trains stage 2; its checkpoint names the stage (and holds the table).
+    B1 trains its stage 1 (the encoder alone), infers the frozen ``z`` table
+    into the FeatureStore (:func:`~strata.operators.recsys.train.frozen_z_table`),
+    then trains stage 2 on it; its checkpoint names the stage (and holds the
+    table). Without ``checkpoint`` nothing is saved or resumed.
 
     Args:
         cfg: the run.
@@ -278,7 +280,7 @@ def train_variant(
             stage_one = make(STAGE_ONE)
             _run(stage_one, 1, ckpt, settings, stage_saved, on_epoch, {})
             mid = time.perf_counter()
-            z_table = stage_one.model.full_z(graph, features.tensors())
+            z_table = frozen_z_table(stage_one.model, graph, features)
             extra = {
                 "stage_one_seconds": mid - start,
                 "inference_seconds": time.perf_counter() - mid,
@@ -296,16 +298,7 @@ def train_variant(
     if z_table is not None:
         kept["z_table"] = z_table
     _run(trainer, stage, ckpt, settings, saved, on_epoch, kept)
-    return TrainedRec(
-        cfg,
-        trainer.model,
-        trainer.val_history,
-        trainer.best_epoch,
-        trainer.times,
-        trainer.weight_log,
-        trainer.tasks,
-        **extra,
-    )
+    return TrainedRec.of(trainer, **extra)
 
 
 def _resume_from(

@@ -26,22 +26,26 @@ neighbourhoods as one worker would. ``wrap`` wraps the model (e.g. in
 ``DistributedDataParallel``), and ``collective`` all-reduces GradNorm's per-task
 gradients and losses.
 
-Entry points: :func:`train_recommender` and :func:`evaluate_topk`; for a gang
-step or resumption, :class:`RecTrainer` (``train_step``, ``end_epoch``, ``run``,
-``state_dict``/``load_state_dict``). Threads: the tensors are small (a 1,024-pair
-batch, 64-wide layers), so torch's intra-op threads buy little; on the shared,
-oversubscribed 2-core box one thread (``torch.set_num_threads(1)``) ran a smoke
-step ~30x faster than two (spinning OpenMP workers), so harnesses should pin it.
+Entry points: :func:`~strata.operators.recsys.step.train_variant` (which runs
+this loop, both stages for B1, with optional checkpoints) and
+:func:`evaluate_topk`; for a gang step or resumption, :class:`RecTrainer`
+(``train_step``, ``end_epoch``, ``run``, ``state_dict``/``load_state_dict``).
+
+Threads: the tensors are small (a 1,024-pair batch, 64-wide layers), so torch's
+intra-op threads buy little; on the shared, oversubscribed 2-core box one thread
+(``torch.set_num_threads(1)``) ran a smoke step ~30x faster than two (spinning
+OpenMP workers), so harnesses should pin it.
 
 Examples:
     >>> from strata.operators.recsys.synth import SynthConfig, synth_interactions
     >>> from strata.operators.recsys.split import temporal_split
     >>> from strata.operators.recsys.graph import build_typed_graph
     >>> from strata.operators.recsys.features import build_features
+    >>> from strata.operators.recsys.step import train_variant
     >>> split = temporal_split(synth_interactions(SynthConfig(400, 200), seed=0))
     >>> graph, feats = build_typed_graph(split), build_features(split)
     >>> cfg = RecConfig(variant="E2E", epochs=1, batch_size=512)
-    >>> trained = train_recommender(cfg, graph, feats, split)
+    >>> trained = train_variant(cfg, graph, feats, split)
     >>> m = evaluate_topk(trained, graph, feats, split, ks=(20,))
     >>> 0.0 <= m.recall[20] <= 1.0
     True
@@ -66,7 +70,6 @@ from strata.operators.recsys.metrics import auc, topk_metrics
 from strata.operators.recsys.model import ModelDims, RecBatch, RecModel
 from strata.operators.recsys.split import Split, ranking_task, train_pairs
 from strata.operators.recsys.variants import (
-    STAGE_ONE,
     GraphSignal,
     Variant,
     VariantSpec,
@@ -84,7 +87,7 @@ __all__ = [
     "RecTrainer",
     "TrainedRec",
     "evaluate_topk",
-    "train_recommender",
+    "frozen_z_table",
 ]
 
 
@@ -496,69 +499,38 @@ class TrainedRec:
     stage_one_seconds: float = 0.0
     inference_seconds: float = 0.0
 
+    @classmethod
+    def of(cls, trainer: RecTrainer, **extra: float) -> TrainedRec:
+        """The result of ``trainer``'s run (``extra``: B1's refresh costs)."""
+        return cls(
+            trainer.cfg,
+            trainer.model,
+            trainer.val_history,
+            trainer.best_epoch,
+            trainer.times,
+            trainer.weight_log,
+            trainer.tasks,
+            **extra,
+        )
 
-def _trained(trainer: RecTrainer, **extra: float) -> TrainedRec:
-    return TrainedRec(
-        trainer.cfg,
-        trainer.model,
-        trainer.val_history,
-        trainer.best_epoch,
-        trainer.times,
-        trainer.weight_log,
-        trainer.tasks,
-        **extra,
-    )
 
+def frozen_z_table(
+    model: RecModel, graph: TypedGraph, features: RecFeatures
+) -> dict[str, torch.Tensor]:
+    """B1's refresh product: full-graph ``z`` into the FeatureStore, read back.
 
-def train_recommender(
-    cfg: RecConfig,
-    graph: TypedGraph,
-    features: RecFeatures,
-    split: Split,
-    collective: Collective | None = None,
-    checkpoint: Callable[[RecTrainer], None] | None = None,
-) -> TrainedRec:
-    """Train ``cfg.variant`` to early stopping (B1: both stages).
-
-    Args:
-        cfg: the run.
-        graph: the typed train graph.
-        features: node features.
-        split: the temporal split.
-        collective: GradNorm's all-reduce under a gang.
-        checkpoint: called after every step and epoch with the trainer (save its
-            ``state_dict()``); for resuming, build a :class:`RecTrainer`,
-            ``load_state_dict`` and ``run`` it instead.
-
-    Returns:
-        The trained model and its logs.
+    Stage 1's encoder infers ``z`` for every node; the table goes into a typed
+    feature store (one group per node type, ``Key(type, "z")``), as a two-stage
+    system would publish it, and stage 2 reads it back from there.
     """
-    if cfg.spec.graph is not GraphSignal.FROZEN:
-        trainer = RecTrainer(cfg, graph, features, split, collective=collective)
-        trainer.run(checkpoint)
-        return _trained(trainer)
-    t0 = time.perf_counter()
-    stage_one = RecTrainer(
-        cfg, graph, features, split, spec=STAGE_ONE, collective=collective
-    )
-    stage_one.run(checkpoint)
-    t1 = time.perf_counter()
-    z_full = stage_one.model.full_z(graph, features.tensors())
-    assert z_full is not None
-    # The refresh product of a two-stage system: a z table in the FeatureStore
-    # (one group per node type, Key(type, "z")), read back by stage 2.
+    z_full = model.full_z(graph, features.tensors())
+    assert z_full is not None, "stage 1's model has an encoder"
     store = typed_feature_store(
         {t: {"z": z.detach()} for t, z in z_full.items()}, graph=graph
     )
-    t2 = time.perf_counter()
-    z_table = gather_typed(
+    return gather_typed(
         store, {t: np.arange(n) for t, n in graph.num_nodes.items()}, "z"
     )
-    trainer = RecTrainer(
-        cfg, graph, features, split, z_table=z_table, collective=collective
-    )
-    trainer.run(checkpoint)
-    return _trained(trainer, stage_one_seconds=t1 - t0, inference_seconds=t2 - t1)
 
 
 @dataclass(frozen=True, slots=True)

@@ -24,8 +24,9 @@ from strata.operators.recsys.graph import build_typed_graph
 from strata.operators.recsys.lightgcn import LightGCNConfig, train_lightgcn
 from strata.operators.recsys.metrics import topk_metrics
 from strata.operators.recsys.split import ranking_task, temporal_split
+from strata.operators.recsys.step import train_variant
 from strata.operators.recsys.synth import SynthConfig, synth_interactions
-from strata.operators.recsys.train import RecConfig, evaluate_topk, train_recommender
+from strata.operators.recsys.train import RecConfig, evaluate_topk
 
 
 def main() -> None:
@@ -56,7 +57,7 @@ def main() -> None:
             row["ndcg20"] = m.ndcg[20]
         else:
             rec = RecConfig(variant=variant, epochs=args.epochs, seed=args.seed)
-            trained = train_recommender(rec, graph, feats, split)
+            trained = train_variant(rec, graph, feats, split)
             metrics = evaluate_topk(trained, graph, feats, split)
             row = {
                 "val_ndcg20": trained.val_history,

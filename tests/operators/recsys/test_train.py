@@ -12,12 +12,12 @@ import torch
 from strata.operators.recsys.features import build_features
 from strata.operators.recsys.graph import build_typed_graph
 from strata.operators.recsys.split import temporal_split
+from strata.operators.recsys.step import train_variant
 from strata.operators.recsys.synth import SynthConfig, synth_interactions
 from strata.operators.recsys.train import (
     RecConfig,
     RecTrainer,
     evaluate_topk,
-    train_recommender,
 )
 from strata.operators.recsys.variants import Variant
 
@@ -39,7 +39,7 @@ def _cfg(variant: str, **kw: object) -> RecConfig:
 @pytest.mark.parametrize("variant", [v.value for v in Variant])
 def test_every_variant_trains_and_ranks(data, variant: str) -> None:  # type: ignore[no-untyped-def]
     graph, feats, split = data
-    trained = train_recommender(_cfg(variant), graph, feats, split)
+    trained = train_variant(_cfg(variant), graph, feats, split)
     m = evaluate_topk(trained, graph, feats, split, ks=(5, 10))
     assert 0.0 <= m.recall[5] <= m.recall[10] <= 1.0
     assert m.top_items.shape == (split.report.eval_users, 10)
@@ -63,10 +63,10 @@ def test_every_variant_trains_and_ranks(data, variant: str) -> None:  # type: ig
 def test_same_seed_same_metrics(data) -> None:  # type: ignore[no-untyped-def]
     graph, feats, split = data
     a = evaluate_topk(
-        train_recommender(_cfg("E2E"), graph, feats, split), graph, feats, split
+        train_variant(_cfg("E2E"), graph, feats, split), graph, feats, split
     )
     b = evaluate_topk(
-        train_recommender(_cfg("E2E"), graph, feats, split), graph, feats, split
+        train_variant(_cfg("E2E"), graph, feats, split), graph, feats, split
     )
     assert a.recall == b.recall
     assert a.ndcg == b.ndcg
@@ -97,7 +97,7 @@ def test_resume_mid_epoch_continues_the_same_trajectory(data) -> None:  # type: 
 
 def test_gradnorm_weights_stay_in_bounds(data) -> None:  # type: ignore[no-untyped-def]
     graph, feats, split = data
-    trained = train_recommender(_cfg("E2E", log_every=1), graph, feats, split)
+    trained = train_variant(_cfg("E2E", log_every=1), graph, feats, split)
     weights = np.array([row[2:] for row in trained.weight_log])
     assert weights.min() >= trained.cfg.gradnorm.floor - 1e-9
     assert weights.max() <= len(trained.tasks)
@@ -106,7 +106,7 @@ def test_gradnorm_weights_stay_in_bounds(data) -> None:  # type: ignore[no-untyp
 
 def test_sampled_inference_with_all_neighbours_equals_full_inference(data) -> None:  # type: ignore[no-untyped-def]
     graph, feats, split = data
-    trained = train_recommender(_cfg("E2E"), graph, feats, split)
+    trained = train_variant(_cfg("E2E"), graph, feats, split)
     full = evaluate_topk(trained, graph, feats, split, ks=(10,))
     # Fan-out -1 takes every neighbour: the sampled z is the full z.
     everything = replace(trained, cfg=replace(trained.cfg, fanouts=(-1, -1)))
